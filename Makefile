@@ -1,0 +1,9 @@
+.PHONY: demo test lint bench
+demo:
+	bash scripts/demo
+test:
+	bash scripts/test
+lint:
+	.venv/bin/ruff check src tests bench
+bench:
+	.venv/bin/python bench/run.py

@@ -1,0 +1,20 @@
+"""egress: long exports of large databases as durable, resumable, exactly-once jobs."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("egress")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0+local"
+
+
+def export(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """Export tables of a database in-process; see :func:`egress.oneshot.export`."""
+    from egress.oneshot import export as _export
+
+    return _export(*args, **kwargs)
+
+
+__all__ = ["__version__", "export"]

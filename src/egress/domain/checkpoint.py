@@ -1,0 +1,183 @@
+"""The plan of a task and its checkpoint: plain values that serialise to JSON.
+
+A :class:`TaskSpec` is fixed when the task is planned and never changes: everything
+that decides where parts end (rows per part, minimum part bytes, maximum file size) is
+in it, so a resumed run cuts the output exactly where an uninterrupted run would.
+
+A :class:`Checkpoint` is the progress of one task after its last committed part. It is
+replaced, never mutated: ``run_slice`` returns a new one after each commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from egress.domain.keys import Key, decode_key, encode_key
+
+CHECKPOINT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What one task exports and how its output is cut into parts and files."""
+
+    table: str
+    format: str
+    compression: str
+    part_rows: int
+    base_name: str
+    format_options: dict[str, Any] = field(default_factory=dict)
+    #: A part grows past ``part_rows`` until it holds this many bytes (S3: 5 MiB).
+    min_part_bytes: int = 0
+    #: Start a new numbered file once a file holds at least this many bytes.
+    max_file_size: int | None = None
+    columns: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["columns"] = list(self.columns) if self.columns is not None else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskSpec:
+        data = dict(data)
+        if data.get("columns") is not None:
+            data["columns"] = tuple(data["columns"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class PartRecord:
+    """A committed part of an output file."""
+
+    number: int
+    rows: int
+    size: int
+    crc32c: int
+    #: What the sink said about the stored part (an S3 ETag); None for local files.
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class OpenFile:
+    """The output file that parts are being appended to."""
+
+    index: int
+    name: str
+    parts: tuple[PartRecord, ...] = ()
+    rows: int = 0
+    size: int = 0
+    crc32c: int = 0
+    first_key: Key | None = None
+    #: Opaque state of the sink for this file (an S3 upload id), persisted with the checkpoint.
+    sink_state: dict[str, Any] = field(default_factory=dict)
+    #: The footer is stored: only making the file final is left.
+    closed: bool = False
+    #: The table is exhausted: once this file is final the task is done.
+    last: bool = False
+
+    @property
+    def next_part_number(self) -> int:
+        return len(self.parts) + 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "parts": [dataclasses.asdict(p) for p in self.parts],
+            "rows": self.rows,
+            "size": self.size,
+            "crc32c": self.crc32c,
+            "first_key": encode_key(self.first_key),
+            "sink_state": self.sink_state,
+            "closed": self.closed,
+            "last": self.last,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OpenFile:
+        return cls(
+            index=data["index"],
+            name=data["name"],
+            parts=tuple(PartRecord(**p) for p in data["parts"]),
+            rows=data["rows"],
+            size=data["size"],
+            crc32c=data["crc32c"],
+            first_key=decode_key(data["first_key"]),
+            sink_state=data.get("sink_state") or {},
+            closed=data.get("closed", False),
+            last=data.get("last", False),
+        )
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A finished output file, under its final name."""
+
+    name: str
+    rows: int
+    size: int
+    crc32c: int
+    sha256: str | None
+    parts: int
+    first_key: Key | None
+    last_key: Key | None
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["first_key"] = encode_key(self.first_key)
+        data["last_key"] = encode_key(self.last_key)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileRecord:
+        data = dict(data)
+        data["first_key"] = decode_key(data["first_key"])
+        data["last_key"] = decode_key(data["last_key"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Progress of one task after its last committed part."""
+
+    #: Key of the last row written; the next part reads strictly after it.
+    cursor: Key | None = None
+    rows: int = 0
+    bytes: int = 0
+    open_file: OpenFile | None = None
+    files: tuple[FileRecord, ...] = ()
+    #: Index the next opened file gets (1-based).
+    next_file_index: int = 1
+    done: bool = False
+
+    def evolve(self, **changes: Any) -> Checkpoint:
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": CHECKPOINT_VERSION,
+            "cursor": encode_key(self.cursor),
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "open_file": self.open_file.to_json() if self.open_file else None,
+            "files": [f.to_json() for f in self.files],
+            "next_file_index": self.next_file_index,
+            "done": self.done,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Checkpoint:
+        if data.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"unsupported checkpoint version {data.get('version')!r}")
+        return cls(
+            cursor=decode_key(data["cursor"]),
+            rows=data["rows"],
+            bytes=data["bytes"],
+            open_file=OpenFile.from_json(data["open_file"]) if data["open_file"] else None,
+            files=tuple(FileRecord.from_json(f) for f in data["files"]),
+            next_file_index=data["next_file_index"],
+            done=data["done"],
+        )

@@ -1,0 +1,98 @@
+"""The manifest: written last, after every file is final, then the ``_SUCCESS`` marker."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from egress import __version__
+from egress.domain.checkpoint import Checkpoint, TaskSpec
+from egress.domain.keys import Key
+from egress.sinks.base import Sink
+from egress.sources.base import TableInfo
+
+MANIFEST = "manifest.json"
+SUCCESS = "_SUCCESS"
+
+
+@dataclass(frozen=True)
+class TableResult:
+    spec: TaskSpec
+    table: TableInfo
+    checkpoint: Checkpoint
+
+
+def _json_key(key: Key | None) -> list[Any] | None:
+    if key is None:
+        return None
+    return [v if isinstance(v, (int, float, str, bool)) or v is None else str(v) for v in key]
+
+
+def build_manifest(
+    *,
+    source: str,
+    results: Sequence[TableResult],
+    started_at: dt.datetime,
+    finished_at: dt.datetime,
+    destination: str,
+) -> dict[str, Any]:
+    tables, files = [], []
+    for r in results:
+        table_files = []
+        for f in r.checkpoint.files:
+            entry = {
+                "name": f.name,
+                "table": r.spec.table,
+                "rows": f.rows,
+                "bytes": f.size,
+                "parts": f.parts,
+                "crc32c": f"{f.crc32c:08x}",
+                "sha256": f.sha256,
+                "first_key": _json_key(f.first_key),
+                "last_key": _json_key(f.last_key),
+            }
+            table_files.append(entry)
+            files.append(entry)
+        first = r.checkpoint.files[0].first_key if r.checkpoint.files else None
+        tables.append(
+            {
+                "table": r.spec.table,
+                "format": r.spec.format,
+                "compression": r.spec.compression,
+                "rows": r.checkpoint.rows,
+                "bytes": r.checkpoint.bytes,
+                "key_columns": list(r.table.key_columns),
+                "key_range": {"first": _json_key(first), "last": _json_key(r.checkpoint.cursor)},
+                "schema": [
+                    {
+                        "name": c.name,
+                        "type": str(c.arrow_type),
+                        "source_type": c.source_type,
+                        "nullable": c.nullable,
+                        **({"logical_type": c.logical_type} if c.logical_type else {}),
+                    }
+                    for c in r.table.columns
+                ],
+                "files": [f["name"] for f in table_files],
+            }
+        )
+    return {
+        "egress_version": __version__,
+        "source": source,
+        "destination": destination,
+        "started_at": started_at.isoformat(),
+        "finished_at": finished_at.isoformat(),
+        "total_rows": sum(r.checkpoint.rows for r in results),
+        "total_bytes": sum(r.checkpoint.bytes for r in results),
+        "tables": tables,
+        "files": files,
+    }
+
+
+def write_manifest(sink: Sink, manifest: dict[str, Any]) -> None:
+    """Manifest first, marker last: a ``_SUCCESS`` always has a complete manifest beside it."""
+    sink.put_object(MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    sink.put_object(SUCCESS, b"")

@@ -1,0 +1,74 @@
+"""Planning a task: fix, once, everything that decides where parts and files end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from egress.domain.checkpoint import TaskSpec
+from egress.engine.naming import safe_base_name
+from egress.formats import get_compression, make_format
+from egress.sources.base import Source, TableInfo
+
+DEFAULT_PART_SIZE = 8 * 1024 * 1024
+SAMPLE_ROWS = 1000
+MAX_PART_ROWS = 5_000_000
+
+
+def format_options(
+    fmt: str, source: Source, table: TableInfo, compression: str, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The format's options, completed with what the source and table decide."""
+    opts = dict(options)
+    if fmt == "sql":
+        opts.setdefault("dialect", source.dialect)
+        opts.setdefault("table", table.name)
+        opts.setdefault("primary_key", list(table.primary_key))
+    if fmt == "parquet":
+        opts.setdefault("compression", compression)
+    if fmt == "csv":
+        opts.setdefault("delimiter", ",")
+    return opts
+
+
+def plan_task(
+    source: Source,
+    table: TableInfo,
+    *,
+    format: str,
+    compression: str = "none",
+    part_size: int = DEFAULT_PART_SIZE,
+    part_rows: int | None = None,
+    max_file_size: int | None = None,
+    min_part_bytes: int = 0,
+    options: dict[str, Any] | None = None,
+) -> TaskSpec:
+    """A task for ``table``. Rows per part come from ``part_rows`` or from encoding a
+    sample of the table's first rows, so that a part is about ``part_size`` bytes."""
+    get_compression(compression)
+    opts = format_options(format, source, table, compression, options or {})
+    fmt = make_format(format, opts)
+    if part_rows is None:
+        part_rows = _rows_for_size(source, table, fmt, part_size)
+    return TaskSpec(
+        table=table.name,
+        format=format,
+        compression=compression,
+        part_rows=max(1, int(part_rows)),
+        base_name=safe_base_name(table.name),
+        format_options=opts,
+        min_part_bytes=min_part_bytes,
+        max_file_size=max_file_size,
+    )
+
+
+def _rows_for_size(source: Source, table: TableInfo, fmt: Any, part_size: int) -> int:
+    encoder = fmt.part_encoder(table.schema, 0)
+    rows = 0
+    names = table.column_names
+    for batch in source.read(table, None, SAMPLE_ROWS):
+        encoder.add(batch.select(names))
+        rows += batch.num_rows
+    if rows == 0 or encoder.size == 0:
+        return 10_000
+    per_row = encoder.size / rows
+    return int(min(MAX_PART_ROWS, max(1, part_size // per_row)))

@@ -1,0 +1,196 @@
+"""One slice of a task: read, encode and commit parts until a deadline (DESIGN.md §3).
+
+A part is the next ``part_rows`` rows in key order (more only to reach the sink's
+minimum part size), so part boundaries depend on the data and the plan, never on the
+clock. Committing a part is: store it in the sink, then ``commit`` the new checkpoint
+(fenced by the caller: a lost lease raises LeaseLostError and nothing more is written).
+After the deadline a slice finishes the part in hand; if that would overrun the
+deadline by more than ``grace``, it drops the uncommitted part instead — unless the
+slice has committed nothing yet, so that every slice makes progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import google_crc32c
+import pyarrow as pa
+
+from egress.domain.checkpoint import Checkpoint, FileRecord, OpenFile, PartRecord, TaskSpec
+from egress.domain.keys import Key
+from egress.engine.naming import file_name
+from egress.formats import get_compression, make_format
+from egress.formats.base import Format
+from egress.formats.compression import Compression
+from egress.sinks.base import Sink
+from egress.sources.base import Source, TableInfo
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class _Part:
+    data: bytes
+    rows: int
+    first_key: Key | None
+    last_key: Key | None
+    exhausted: bool
+
+
+@dataclass
+class Task:
+    """Everything a slice needs besides the checkpoint."""
+
+    spec: TaskSpec
+    table: TableInfo
+    source: Source
+    sink: Sink
+    #: Persists a checkpoint; raises LeaseLostError when the caller no longer owns the task.
+    commit: Callable[[Checkpoint], None]
+    #: Asked at batch boundaries: stop after the part in hand (Ctrl-C, SIGTERM, cancel).
+    should_stop: Callable[[], bool] = _never
+    grace: float = 0.25
+    clock: Callable[[], float] = time.monotonic
+    fmt: Format = field(init=False)
+    compression: Compression = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fmt = make_format(self.spec.format, self.spec.format_options)
+        outer = "none" if self.fmt.self_contained else self.spec.compression
+        self.compression = get_compression(outer)
+        self._schema = self.table.schema
+        self._names = self.table.column_names
+
+    # --- reading ----------------------------------------------------------------------
+
+    def _key_at(self, batch: pa.RecordBatch, index: int) -> Key:
+        return tuple(batch.column(k)[index].as_py() for k in self.table.key_columns)
+
+    def read_part(self, cp: Checkpoint, droppable: bool, deadline: float) -> _Part | None:
+        """The next part after the cursor, or None if dropped for overrunning the deadline."""
+        spec = self.spec
+        rows_before = cp.open_file.rows if cp.open_file else 0
+        encoder = self.fmt.part_encoder(self._schema, rows_before)
+        after, rows = cp.cursor, 0
+        first_key: Key | None = None
+        last_key: Key | None = None
+        while True:
+            got = 0
+            with contextlib.closing(self.source.read(self.table, after, spec.part_rows)) as it:
+                for batch in it:
+                    if first_key is None:
+                        first_key = self._key_at(batch, 0)
+                    last_key = self._key_at(batch, -1)
+                    got += batch.num_rows
+                    encoder.add(batch.select(self._names))
+                    if droppable and self.clock() > deadline + self.grace:
+                        return None
+            rows += got
+            if got < spec.part_rows:
+                exhausted = True
+                break
+            after = last_key
+            if self.fmt.self_contained or encoder.size >= spec.min_part_bytes:
+                exhausted = False
+                break
+        return _Part(encoder.finish(), rows, first_key, last_key, exhausted)
+
+    # --- committing -------------------------------------------------------------------
+
+    def commit_part(self, cp: Checkpoint, part: _Part) -> Checkpoint:
+        spec, fmt = self.spec, self.fmt
+        of = cp.open_file
+        next_index = cp.next_file_index
+        body = part.data
+        if of is None:
+            if part.rows == 0 and cp.files:
+                # the table ended exactly where the last file was closed
+                done = cp.evolve(done=True)
+                self.commit(done)
+                return done
+            name = file_name(spec, next_index, fmt, self.compression)
+            of = OpenFile(
+                index=next_index, name=name, first_key=part.first_key,
+                sink_state=self.sink.start_file(name),
+            )
+            next_index += 1
+            body = fmt.header(self._schema) + body
+        data = self.compression.compress(body) if body else b""
+        closes = (
+            fmt.self_contained
+            or part.exhausted
+            or (spec.max_file_size is not None and of.size + len(data) >= spec.max_file_size)
+        )
+        if closes and not fmt.self_contained:
+            footer = fmt.footer(self._schema, of.rows + part.rows)
+            if footer:
+                data += self.compression.compress(footer)
+        number = of.next_part_number
+        etag = self.sink.put_part(of.name, of.sink_state, number, of.size, data)
+        record = PartRecord(
+            number=number, rows=part.rows, size=len(data),
+            crc32c=google_crc32c.value(data), etag=etag,
+        )
+        of = OpenFile(
+            index=of.index,
+            name=of.name,
+            parts=(*of.parts, record),
+            rows=of.rows + part.rows,
+            size=of.size + len(data),
+            crc32c=google_crc32c.extend(of.crc32c, data),
+            first_key=of.first_key if of.first_key is not None else part.first_key,
+            sink_state=of.sink_state,
+            closed=closes,
+            last=part.exhausted,
+        )
+        new = cp.evolve(
+            cursor=part.last_key if part.last_key is not None else cp.cursor,
+            rows=cp.rows + part.rows,
+            bytes=cp.bytes + len(data),
+            open_file=of,
+            next_file_index=next_index,
+        )
+        self.commit(new)
+        return self.finish_file(new) if closes else new
+
+    def finish_file(self, cp: Checkpoint) -> Checkpoint:
+        """Make the closed open file final and record it; idempotent after a crash."""
+        of = cp.open_file
+        assert of is not None and of.closed
+        sha256 = self.sink.complete_file(of.name, of.sink_state, of.size)
+        record = FileRecord(
+            name=of.name, rows=of.rows, size=of.size, crc32c=of.crc32c, sha256=sha256,
+            parts=len(of.parts), first_key=of.first_key,
+            last_key=cp.cursor if of.rows else None,
+        )
+        new = cp.evolve(open_file=None, files=(*cp.files, record), done=of.last)
+        self.commit(new)
+        return new
+
+
+def run_slice(task: Task, checkpoint: Checkpoint, deadline: float) -> Checkpoint:
+    """Run ``task`` from ``checkpoint`` until ``deadline`` (a ``task.clock`` time) or done.
+
+    Returns the last committed checkpoint. Stops at a part boundary; a part that would
+    overrun the deadline by more than ``task.grace`` is dropped (never committed).
+    """
+    cp = checkpoint
+    committed = False
+    while not cp.done:
+        if cp.open_file is not None and cp.open_file.closed:
+            cp = task.finish_file(cp)
+            committed = True
+            continue
+        if task.should_stop() or (committed and task.clock() >= deadline):
+            break
+        part = task.read_part(cp, droppable=committed, deadline=deadline)
+        if part is None:
+            break
+        cp = task.commit_part(cp, part)
+        committed = True
+    return cp

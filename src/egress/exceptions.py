@@ -1,0 +1,83 @@
+"""One exception tree for egress.
+
+    EgressError                      base of everything egress raises on purpose
+    ├── ConfigError                  bad settings or arguments (exit code 2)
+    │   ├── UnknownNameError         a name not in a registry; lists the known ones
+    │   └── ResumeMismatchError      --resume against a different export than the checkpoint
+    ├── SourceError                  the source cannot be read
+    │   ├── SourceUnavailableError   cannot connect / open (transient for workers)
+    │   ├── TableNotFoundError       unknown table; lists close names
+    │   ├── NoUsableKeyError         a table without a key that keyset pagination can use
+    │   └── DataError                a value that cannot be represented as declared
+    ├── SinkError                    the destination cannot be written
+    └── LeaseLostError               a checkpoint commit was fenced off: stop writing at once
+
+Third-party errors are converted at the boundary with ``raise X(...) from exc``.
+Messages say what was wrong and, where it helps, what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class EgressError(Exception):
+    """Base class of every error egress raises on purpose."""
+
+    #: Whether retrying the same work later may succeed (network, locks, restarts).
+    transient: bool = False
+
+
+class ConfigError(EgressError):
+    """Bad settings or arguments."""
+
+
+class UnknownNameError(ConfigError):
+    """A name that is not in a registry (format, compression, source kind…)."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]) -> None:
+        self.kind, self.name, self.known = kind, name, sorted(known)
+        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(self.known)}")
+
+
+class ResumeMismatchError(ConfigError):
+    """--resume asked for something other than what the checkpoint on disk holds."""
+
+
+class SourceError(EgressError):
+    """The source cannot be read."""
+
+
+class SourceUnavailableError(SourceError):
+    """The source cannot be opened or reached."""
+
+    transient = True
+
+
+class TableNotFoundError(SourceError):
+    """A table that the source's catalog does not have."""
+
+    def __init__(self, table: str, known: Iterable[str]) -> None:
+        known = sorted(known)
+        close = difflib.get_close_matches(table, known, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        listing = ", ".join(known[:20]) + (" …" if len(known) > 20 else "")
+        super().__init__(f"table {table!r} not found{hint} (tables: {listing or 'none'})")
+        self.table, self.known, self.close = table, known, close
+
+
+class NoUsableKeyError(SourceError):
+    """A table that has no primary key nor unique not-null key to paginate by."""
+
+
+class DataError(SourceError):
+    """A value that cannot be represented in the type its column declares."""
+
+
+class SinkError(EgressError):
+    """The destination cannot be written."""
+
+
+class LeaseLostError(EgressError):
+    """The checkpoint commit was rejected: another worker owns the task now."""

@@ -1,0 +1,74 @@
+"""CSV as RFC 4180 says: CRLF line ends, a header row, fields quoted only when needed.
+
+A NULL is an empty field and an empty string is ``""``, so the two stay apart (as in
+PostgreSQL's COPY … CSV).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from egress.exceptions import ConfigError
+from egress.formats import render
+from egress.formats.base import TextPartEncoder, concat_strings
+
+EOL = "\r\n"
+
+
+class CsvFormat:
+    name = "csv"
+    extension = "csv"
+    self_contained = False
+
+    def __init__(self, delimiter: str = ",") -> None:
+        if len(delimiter) != 1 or delimiter in '"\r\n':
+            raise ConfigError(
+                f"CSV delimiter must be one character other than a quote or a line break, "
+                f"got {delimiter!r}"
+            )
+        self.delimiter = delimiter
+        self._needs_quotes = "[" + re.escape(delimiter) + '"\r\n]'
+
+    def _field(self, values: pa.Array) -> pa.Array:
+        quoted = pc.binary_join_element_wise('"', pc.replace_substring(values, '"', '""'), '"', "")
+        needs = pc.match_substring_regex(values, self._needs_quotes)
+        if values.null_count == 0:
+            return pc.if_else(needs, quoted, values)
+        return pc.if_else(needs, quoted, values).fill_null("")
+
+    def header(self, schema: pa.Schema) -> bytes:
+        names = pa.array([f.name for f in schema], pa.string())
+        fields = self._field(names).to_pylist()
+        return (self.delimiter.join(fields) + EOL).encode()
+
+    def encode_rows(self, batch: pa.RecordBatch) -> bytes:
+        columns = []
+        for field, array in zip(batch.schema, batch.columns):
+            values = render.text(array, field)
+            values = self._field(values)
+            if pa.types.is_string(array.type):
+                # an empty string is written "" so that it differs from NULL
+                empty = pc.equal(array, "")
+                if pc.any(empty).as_py():
+                    values = pc.if_else(empty, '""', values)
+            columns.append(values)
+        joined = pc.binary_join_element_wise(*columns, self.delimiter)
+        return concat_strings(pc.binary_join_element_wise(joined, EOL, ""))
+
+    def part_encoder(self, schema: pa.Schema, rows_before: int) -> _CsvPart:
+        return _CsvPart(self)
+
+    def footer(self, schema: pa.Schema, rows_in_file: int) -> bytes:
+        return b""
+
+
+class _CsvPart(TextPartEncoder):
+    def __init__(self, fmt: CsvFormat) -> None:
+        super().__init__()
+        self._fmt = fmt
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self.append(self._fmt.encode_rows(batch))

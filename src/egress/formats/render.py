@@ -1,0 +1,164 @@
+"""Vectorised rendering of Arrow columns as text, shared by the CSV, JSON and SQL formats.
+
+Every function takes a whole column and returns a string column computed by Arrow's C++
+kernels: no Python object per row on the hot path (binary columns in JSON are the one
+exception, base64 has no Arrow kernel). Nulls stay null; each format decides how a
+null is written.
+
+Representations (documented in docs/formats.md):
+- floats: shortest text that reads back to the same double; non-finite as NaN/Infinity/-Infinity
+- decimals: exact, with the column's scale; timestamps: ``YYYY-MM-DD HH:MM:SS.ffffff`` (+``Z``
+  when the column has a time zone, always UTC); dates ``YYYY-MM-DD``
+- binary: ``\\x`` + lowercase hex in CSV, base64 in JSON, a blob literal in SQL
+"""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from egress.formats.base import value_offsets
+from egress.sources.base import LOGICAL_TYPE
+
+_HEX = np.frombuffer(b"".join(f"{i:02x}".encode() for i in range(256)), dtype=np.uint8).reshape(
+    256, 2
+)
+
+
+def logical_type(field: pa.Field) -> str | None:
+    meta = field.metadata or {}
+    value = meta.get(LOGICAL_TYPE)
+    return value.decode() if value else None
+
+
+def hex_strings(array: pa.Array) -> pa.Array:
+    """Lowercase hex of each binary value, vectorised with numpy (nulls become "")."""
+    array = pc.cast(array, pa.binary())
+    offsets = value_offsets(array)
+    data = np.frombuffer(array.buffers()[2] or b"", dtype=np.uint8)[offsets[0] : offsets[-1]]
+    hexed = _HEX[data].reshape(-1)
+    new_offsets = ((offsets - offsets[0]) * 2).astype(np.int32)
+    return pa.StringArray.from_buffers(
+        len(array), pa.py_buffer(new_offsets), pa.py_buffer(hexed.tobytes())
+    )
+
+
+def _float_text(array: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array:
+    text = pc.cast(array, pa.string())
+    if not pc.any(pc.invert(pc.is_finite(array))).as_py():
+        return text
+    text = pc.if_else(pc.is_nan(array), nan, text)
+    text = pc.if_else(pc.equal(array, float("inf")), inf, text)
+    return pc.if_else(pc.equal(array, float("-inf")), neg_inf, text)
+
+
+def _with_nulls_of(array: pa.Array, text: pa.Array) -> pa.Array:
+    """``text`` with the nulls of ``array`` (kernels like if_else may drop them)."""
+    if array.null_count == 0:
+        return text
+    return pc.if_else(pc.is_null(array), pa.scalar(None, pa.string()), text)
+
+
+def _list_join(array: pa.Array, elements: pa.Array, sep: str) -> pa.Array:
+    """Join the rendered ``elements`` of each list of ``array`` with ``sep``."""
+    offsets = pc.subtract(array.offsets, array.offsets[0])
+    lists = pa.ListArray.from_arrays(offsets, elements, mask=pc.is_null(array))
+    return pc.binary_join(lists, sep)
+
+
+# --- plain text (CSV) -------------------------------------------------------------------
+
+
+def text(array: pa.Array, field: pa.Field) -> pa.Array:
+    """The plain text of each value, as CSV writes it."""
+    t = array.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return array
+    if pa.types.is_floating(t):
+        return _float_text(array, "NaN", "Infinity", "-Infinity")
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return _with_nulls_of(array, pc.binary_join_element_wise("\\x", hex_strings(array), ""))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return json_value(array, field)
+    return pc.cast(array, pa.string())
+
+
+# --- JSON -------------------------------------------------------------------------------
+
+_JSON_ESCAPES = [("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")]
+_CONTROL = "[\x00-\x08\x0b\x0c\x0e-\x1f]"
+
+
+def json_string(array: pa.Array) -> pa.Array:
+    """Each string as a JSON string literal (quoted and escaped)."""
+    out = array
+    for needle, replacement in _JSON_ESCAPES:
+        out = pc.replace_substring(out, needle, replacement)
+    if pc.any(pc.match_substring_regex(out, _CONTROL)).as_py():
+        for code in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20)):
+            out = pc.replace_substring(out, chr(code), f"\\u{code:04x}")
+    return pc.binary_join_element_wise('"', out, '"', "")
+
+
+def json_value(array: pa.Array, field: pa.Field) -> pa.Array:
+    """Each value as a JSON token (nulls stay null)."""
+    t = array.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return array if logical_type(field) == "json" else json_string(array)
+    if pa.types.is_boolean(t) or pa.types.is_integer(t):
+        return pc.cast(array, pa.string())
+    if pa.types.is_floating(t):
+        return _float_text(array, '"NaN"', '"Infinity"', '"-Infinity"')
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        values = [None if v is None else base64.b64encode(v).decode() for v in array.to_pylist()]
+        return json_string(pa.array(values, pa.string()))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        element_field = t.value_field
+        elements = json_value(array.flatten(), element_field).fill_null("null")
+        return _with_nulls_of(
+            array, pc.binary_join_element_wise("[", _list_join(array, elements, ","), "]", "")
+        )
+    # decimals, dates, times, timestamps: exact text as a JSON string
+    return json_string(pc.cast(array, pa.string()))
+
+
+# --- SQL literals -----------------------------------------------------------------------
+
+
+def sql_string(array: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise("'", pc.replace_substring(array, "'", "''"), "'", "")
+
+
+def sql_literal(array: pa.Array, field: pa.Field, dialect: str) -> pa.Array:
+    """Each value as a SQL literal of ``dialect`` (nulls stay null)."""
+    t = array.type
+    postgres = dialect == "postgresql"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return sql_string(array)
+    if pa.types.is_boolean(t):
+        return pc.if_else(array, "TRUE", "FALSE") if postgres else pc.if_else(array, "1", "0")
+    if pa.types.is_integer(t) or pa.types.is_decimal(t):
+        return pc.cast(array, pa.string())
+    if pa.types.is_floating(t):
+        if postgres:
+            return _float_text(array, "'NaN'", "'Infinity'", "'-Infinity'")
+        # SQLite stores no NaN (it becomes NULL); 9e999 reads back as an infinity.
+        text = _float_text(array, "NULL", "9e999", "-9e999")
+        return text
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        hexed = hex_strings(array)
+        if postgres:
+            return _with_nulls_of(array, pc.binary_join_element_wise("'\\x", hexed, "'", ""))
+        return _with_nulls_of(array, pc.binary_join_element_wise("X'", hexed, "'", ""))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        elements = sql_literal(array.flatten(), t.value_field, dialect).fill_null("NULL")
+        source_type = ((field.metadata or {}).get(b"egress.source_type") or b"").decode()
+        cast = f"::{source_type}" if postgres and source_type else ""
+        return _with_nulls_of(
+            array,
+            pc.binary_join_element_wise("ARRAY[", _list_join(array, elements, ","), f"]{cast}", ""),
+        )
+    return sql_string(pc.cast(array, pa.string()))

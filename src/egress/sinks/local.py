@@ -1,0 +1,116 @@
+"""Local-directory sink: parts are appended to a staged file, which is renamed when done.
+
+The staged file lives in ``ROOT/.egress/staging/`` on the same file system, so the final
+rename is atomic: a reader never sees a partial file under the final name. Storing
+part *n* truncates the staged file to the part's offset first, which makes rewriting an
+uncommitted part after a crash replace it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from egress.exceptions import SinkError
+
+STAGING = Path(".egress") / "staging"
+
+
+class LocalSink:
+    min_part_bytes = 0
+
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self.root = Path(root).resolve()
+        self.location = str(self.root)
+        self.fsync = fsync
+        try:
+            (self.root / STAGING).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SinkError(f"output directory {self.root} is not writable: {exc}") from exc
+        if not os.access(self.root, os.W_OK):
+            raise SinkError(f"output directory {self.root} is not writable")
+
+    def path(self, name: str) -> Path:
+        """The final path of ``name``, which must stay inside the root."""
+        path = (self.root / name).resolve()
+        if path != self.root and self.root not in path.parents:
+            raise SinkError(f"refusing a path outside the output directory: {name!r}")
+        return path
+
+    def _staged(self, name: str) -> Path:
+        self.path(name)  # validates the name
+        return self.root / STAGING / name.replace("/", "__")
+
+    def start_file(self, name: str) -> dict[str, Any]:
+        staged = self._staged(name)
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        staged.write_bytes(b"")
+        return {}
+
+    def put_part(
+        self, name: str, state: dict[str, Any], number: int, offset: int, data: bytes
+    ) -> str | None:
+        staged = self._staged(name)
+        try:
+            with open(staged, "r+b" if staged.exists() else "w+b") as f:
+                f.seek(0, os.SEEK_END)
+                if f.tell() < offset:
+                    raise SinkError(
+                        f"staged file {staged} holds {f.tell()} bytes but {offset} were committed; "
+                        "it was changed outside egress"
+                    )
+                f.truncate(offset)
+                f.seek(offset)
+                f.write(data)
+                f.flush()
+                if self.fsync:
+                    os.fsync(f.fileno())
+        except OSError as exc:
+            raise SinkError(f"cannot write {staged}: {exc}") from exc
+        return None
+
+    def complete_file(self, name: str, state: dict[str, Any], size: int) -> str | None:
+        staged, final = self._staged(name), self.path(name)
+        if staged.exists():
+            actual = staged.stat().st_size
+            if actual < size:
+                raise SinkError(f"staged file {staged} holds {actual} bytes, expected {size}")
+            with open(staged, "r+b") as f:
+                f.truncate(size)  # drop bytes of a part that was never committed
+                if self.fsync:
+                    os.fsync(f.fileno())
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged, final)
+        elif not final.exists() or final.stat().st_size != size:
+            raise SinkError(f"neither a staged nor a final file for {name!r} of {size} bytes")
+        return sha256_file(final)
+
+    def abort_file(self, name: str, state: dict[str, Any]) -> None:
+        self._staged(name).unlink(missing_ok=True)
+
+    def put_object(self, name: str, data: bytes) -> None:
+        final = self.path(name)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(final.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            if self.fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, final)
+
+    def exists(self, name: str) -> bool:
+        return self.path(name).exists()
+
+    def delete(self, name: str) -> None:
+        self.path(name).unlink(missing_ok=True)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
