@@ -10,7 +10,10 @@
     │   ├── NoUsableKeyError         a table without a key that keyset pagination can use
     │   └── DataError                a value that cannot be represented as declared
     ├── SinkError                    the destination cannot be written
-    └── LeaseLostError               a checkpoint commit was fenced off: stop writing at once
+    ├── LeaseLostError               a checkpoint commit was fenced off: stop writing at once
+    ├── StoreError                   the job store cannot be reached (transient)
+    └── NotFoundError                no such export in the caller's project
+    (ConfigError also has IdempotencyConflictError: a key reused with another request)
 
 Third-party errors are converted at the boundary with ``raise X(...) from exc``.
 Messages say what was wrong and, where it helps, what is allowed.
@@ -81,3 +84,17 @@ class SinkError(EgressError):
 
 class LeaseLostError(EgressError):
     """The checkpoint commit was rejected: another worker owns the task now."""
+
+
+class StoreError(EgressError):
+    """The job store cannot be reached or refused an operation."""
+
+    transient = True
+
+
+class IdempotencyConflictError(ConfigError):
+    """An idempotency key reused with a different request."""
+
+
+class NotFoundError(EgressError):
+    """An export (or other record) that does not exist in the caller's project."""

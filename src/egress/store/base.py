@@ -1,0 +1,162 @@
+"""The JobStore contract: every state change is one conditional statement in one transaction.
+
+Operations read noun-then-verb (``task_claim``, ``export_cancel``). Anything fenced by a
+lease takes the lease token and returns False when it no longer matches (the lease was
+lost): the caller must stop writing at once. Times come from the database's clock.
+Implementations: ``egress.store.sql.SqlJobStore`` over SQLAlchemy Core for SQLite (one
+file, the embedded default) and PostgreSQL (many workers on many machines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from egress.domain.jobs import ExportRecord, ExportState, Heartbeat, TaskRecord
+
+
+@dataclass(frozen=True)
+class LeaseEvent:
+    """One row of the lease log, written in the same transaction as the change it records."""
+
+    id: int
+    task_id: str
+    export_id: str
+    #: claim | commit | requeue | release | finish | fail | rescue | cancel
+    kind: str
+    lease_token: str | None
+    worker: str | None
+    at: float
+
+
+class JobStore(Protocol):
+    # --- lifecycle --------------------------------------------------------------------
+    def migrate(self) -> None:
+        """Create or upgrade the schema (Alembic), idempotent."""
+        ...
+
+    def now(self) -> float:
+        """The database's clock, seconds since the epoch."""
+        ...
+
+    def close(self) -> None: ...
+
+    # --- exports ----------------------------------------------------------------------
+    def export_create(
+        self, export: ExportRecord, tasks: Sequence[TaskRecord]
+    ) -> tuple[ExportRecord, bool]:
+        """Insert the export and its tasks in one transaction; returns (record, created).
+
+        With an idempotency key already used in the project: the same ``request_hash``
+        returns the existing export and False; another raises IdempotencyConflictError.
+        """
+        ...
+
+    def export_get(self, project: str | None, export_id: str) -> ExportRecord | None:
+        """The export if it belongs to ``project`` (None: any project, for workers)."""
+        ...
+
+    def export_list(
+        self,
+        project: str,
+        *,
+        states: Sequence[ExportState] | None = None,
+        limit: int = 50,
+        before_id: str | None = None,
+    ) -> list[ExportRecord]:
+        """Newest first; ``before_id`` is the paging cursor (ids sort by creation)."""
+        ...
+
+    def export_complete(self, export_id: str, manifest: dict[str, Any]) -> bool:
+        """running → completed with its manifest, only if every task is done."""
+        ...
+
+    def export_fail(self, export_id: str, error: str) -> bool:
+        """Any non-terminal state → failed; its queued tasks → cancelled."""
+        ...
+
+    def export_cancel(self, project: str, export_id: str) -> ExportRecord | None:
+        """queued → cancelled at once; running → cancelled with ``cancel_requested``
+        (running tasks stop at their next heartbeat). Terminal exports are returned as
+        they are. None if not found in the project."""
+        ...
+
+    def export_retry(self, project: str, export_id: str) -> ExportRecord | None:
+        """failed → queued; its failed/cancelled tasks → queued with attempts reset and
+        their checkpoints kept, so they continue where they stopped."""
+        ...
+
+    def export_delete(self, project: str, export_id: str) -> bool:
+        """Delete a terminal export and its tasks; False if not found or not terminal."""
+        ...
+
+    def export_list_finalizable(self) -> list[ExportRecord]:
+        """Running exports whose tasks are all done (the manifest is still to write)."""
+        ...
+
+    def export_list_overdue(self) -> list[ExportRecord]:
+        """Non-terminal exports older than their ``max_duration``."""
+        ...
+
+    # --- tasks ------------------------------------------------------------------------
+    def task_list(self, export_id: str) -> list[TaskRecord]:
+        """Tasks of an export in ``seq`` order."""
+        ...
+
+    def task_get(self, task_id: str) -> TaskRecord | None: ...
+
+    def task_claim(
+        self, worker: str, *, lease_seconds: float, project_cap: int, limit: int = 1
+    ) -> list[TaskRecord]:
+        """Lease up to ``limit`` ready tasks: queued, ``run_after`` due, export not
+        cancelled; the oldest task of the project with the fewest running tasks first,
+        never above ``project_cap`` running tasks per project. Sets a new lease token
+        and ``lease_expires_at``; the export becomes running if it was queued."""
+        ...
+
+    def task_heartbeat(self, task_id: str, token: str, lease_seconds: float) -> Heartbeat:
+        """Renew the lease if ``token`` still holds it."""
+        ...
+
+    def task_commit(
+        self,
+        task_id: str,
+        token: str,
+        *,
+        checkpoint: dict[str, Any],
+        rows: int,
+        bytes: int,
+        spec: dict[str, Any] | None = None,
+    ) -> bool:
+        """Record a committed part (fenced by ``token``); False = lease lost."""
+        ...
+
+    def task_requeue(
+        self,
+        task_id: str,
+        token: str,
+        *,
+        delay: float = 0.0,
+        error: str | None = None,
+        count_attempt: bool = False,
+    ) -> bool:
+        """running → queued (end of a slice, a transient error with backoff ``delay``,
+        or a graceful release); the lease is cleared so any worker may claim it."""
+        ...
+
+    def task_finish(self, task_id: str, token: str) -> bool:
+        """running → done."""
+        ...
+
+    def task_fail(self, task_id: str, token: str, error: str) -> bool:
+        """running → failed for good, and its export → failed, in one transaction."""
+        ...
+
+    def task_rescue_expired(self) -> int:
+        """Requeue running tasks whose lease expired; returns how many."""
+        ...
+
+    def lease_events(self, task_id: str | None = None) -> list[LeaseEvent]:
+        """The lease log in order (for tests and audits)."""
+        ...
