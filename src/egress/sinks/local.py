@@ -2,8 +2,8 @@
 
 The staged file lives in ``ROOT/.egress/staging/`` on the same file system, so the final
 rename is atomic: a reader never sees a partial file under the final name. Storing
-part *n* truncates the staged file to the part's offset first, which makes rewriting an
-uncommitted part after a crash replace it.
+part *n* writes at the part's offset, which makes rewriting an uncommitted part after a
+crash replace it; the file is cut to its committed size when it is completed.
 """
 
 from __future__ import annotations
@@ -46,27 +46,33 @@ class LocalSink:
     def start_file(self, name: str) -> dict[str, Any]:
         staged = self._staged(name)
         staged.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_bytes(b"")
+        # Never truncate here: a writer that lost its lease may still call this while the
+        # new owner appends to the same staged file.
+        staged.touch(exist_ok=True)
         return {}
 
     def put_part(
         self, name: str, state: dict[str, Any], number: int, offset: int, data: bytes
     ) -> str | None:
+        """Write the part at its offset without truncating: a fenced-off writer replays the
+        same deterministic bytes at the same offset, which does no harm, while a truncate
+        would cut parts the new owner committed. Bytes past the committed end (a part that
+        was never committed) are cut in complete_file."""
         staged = self._staged(name)
         try:
-            with open(staged, "r+b" if staged.exists() else "w+b") as f:
-                f.seek(0, os.SEEK_END)
-                if f.tell() < offset:
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size < offset:
                     raise SinkError(
-                        f"staged file {staged} holds {f.tell()} bytes but {offset} were committed; "
+                        f"staged file {staged} holds {size} bytes but {offset} were committed; "
                         "it was changed outside egress"
                     )
-                f.truncate(offset)
-                f.seek(offset)
-                f.write(data)
-                f.flush()
+                os.pwrite(fd, data, offset)
                 if self.fsync:
-                    os.fsync(f.fileno())
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise SinkError(f"cannot write {staged}: {exc}") from exc
         return None
