@@ -99,6 +99,18 @@ class JobStore(Protocol):
         """Non-terminal exports older than their ``max_duration``."""
         ...
 
+    def export_count_active(self) -> int:
+        """Exports queued or running, in every project (``worker --exit-when-idle``)."""
+        ...
+
+    def export_list_cancelled_with_outputs(self) -> list[ExportRecord]:
+        """Cancelled or failed exports whose outputs are not cleaned up yet."""
+        ...
+
+    def export_mark_cleaned(self, export_id: str) -> bool:
+        """Record that the outputs of a cancelled/failed export were removed."""
+        ...
+
     # --- tasks ------------------------------------------------------------------------
     def task_list(self, export_id: str) -> list[TaskRecord]:
         """Tasks of an export in ``seq`` order."""
