@@ -1,0 +1,176 @@
+"""Settings: one home directory holds the embedded state and ``egress.toml``.
+
+Built once at the edge (CLI, app factory) and passed down; nothing reads the
+environment at import time. Precedence: defaults < ``HOME/egress.toml`` < ``EGRESS_*``
+environment variables < explicit arguments.
+
+``egress.toml``::
+
+    [store]
+    url = "postgresql://egress@db/egress"      # default: sqlite:///HOME/egress.db
+
+    [sources.main]
+    url = "postgresql://reader:secret@db/app"
+
+    [destinations.local]                       # the default destination
+    type = "local"
+    path = "/var/lib/egress/exports"           # default: HOME/exports
+
+    [destinations.lake]
+    type = "s3"
+    bucket = "exports"
+    prefix = "egress"
+    endpoint_url = "http://127.0.0.1:9000"
+
+    [worker]
+    concurrency = 2
+    lease_seconds = 30
+
+Environment: ``EGRESS_HOME``, ``EGRESS_STORE_URL``, ``EGRESS_SOURCE_<NAME>_URL``,
+``EGRESS_WORKER_<SETTING>`` (e.g. ``EGRESS_WORKER_LEASE_SECONDS=20``),
+``EGRESS_EXPORT_<SETTING>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from egress.exceptions import ConfigError
+
+CONFIG_FILE = "egress.toml"
+
+
+def default_home(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("EGRESS_HOME"):
+        return Path(env["EGRESS_HOME"])
+    data = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "egress"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    #: Tasks run at once by one worker process.
+    concurrency: int = 2
+    #: A lease lasts this long unless renewed; a dead worker's task is taken over after it.
+    lease_seconds: float = 30.0
+    #: The lease is renewed this often while a slice runs.
+    heartbeat_seconds: float = 5.0
+    #: A slice ends after about this long; the task goes back in the queue.
+    slice_seconds: float = 20.0
+    #: Tasks a project may have running at once (fairness between tenants).
+    project_cap: int = 4
+    #: Attempts after transient errors before a task fails for good.
+    max_attempts: int = 5
+    #: First retry delay; doubles each attempt (with jitter), capped at backoff_max_seconds.
+    backoff_seconds: float = 2.0
+    backoff_max_seconds: float = 300.0
+    #: How often the reconciler runs inside each worker.
+    reconcile_seconds: float = 2.0
+    #: Idle wait between claims when there is nothing to do.
+    poll_seconds: float = 0.5
+    #: On SIGTERM: time to commit the part in hand and release leases before exiting.
+    grace_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class ExportDefaults:
+    #: An export still unfinished this long after creation fails (seconds).
+    max_duration: float = 3600.0
+    part_size: int = 8 * 1024 * 1024
+    max_file_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    store_url: str
+    sources: dict[str, str] = field(default_factory=dict)
+    destinations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+    export: ExportDefaults = field(default_factory=ExportDefaults)
+    #: Whether API callers / `jobs create` may name a source by URL instead of by name.
+    allow_source_urls: bool = True
+
+    @property
+    def default_destination(self) -> str:
+        return "local"
+
+    def source_url(self, name_or_url: str) -> str:
+        if name_or_url in self.sources:
+            return self.sources[name_or_url]
+        if "://" in name_or_url and self.allow_source_urls:
+            return name_or_url
+        known = ", ".join(sorted(self.sources)) or "none configured"
+        raise ConfigError(f"unknown source {name_or_url!r}; configured sources: {known}")
+
+    def destination(self, name: str) -> dict[str, Any]:
+        try:
+            return self.destinations[name]
+        except KeyError:
+            known = ", ".join(sorted(self.destinations))
+            raise ConfigError(f"unknown destination {name!r}; known: {known}") from None
+
+
+def _coerce(cls: type, values: Mapping[str, Any], where: str) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in fields:
+            allowed = ", ".join(sorted(fields))
+            raise ConfigError(f"unknown setting {where}.{key}; allowed: {allowed}")
+        default = getattr(cls(), key)
+        try:
+            kwargs[key] = type(default)(value) if default is not None else int(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"bad value for {where}.{key}: {value!r}") from exc
+    return cls(**kwargs)
+
+
+def load_settings(
+    home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    env = os.environ if env is None else env
+    home_path = Path(home) if home is not None else default_home(env)
+    data: dict[str, Any] = {}
+    config_path = home_path / CONFIG_FILE
+    if config_path.exists():
+        try:
+            data = tomllib.loads(config_path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read {config_path}: {exc}") from exc
+
+    store_url = env.get("EGRESS_STORE_URL") or data.get("store", {}).get("url")
+    store_url = store_url or f"sqlite:///{home_path / 'egress.db'}"
+
+    sources = {name: cfg["url"] for name, cfg in data.get("sources", {}).items() if "url" in cfg}
+    for key, value in env.items():
+        if key.startswith("EGRESS_SOURCE_") and key.endswith("_URL"):
+            sources[key[len("EGRESS_SOURCE_") : -len("_URL")].lower()] = value
+
+    destinations = {"local": {"type": "local", "path": str(home_path / "exports")}}
+    destinations.update(data.get("destinations", {}))
+
+    worker_values = dict(data.get("worker", {}))
+    export_values = dict(data.get("export", {}))
+    for key, value in env.items():
+        if key.startswith("EGRESS_WORKER_"):
+            worker_values[key[len("EGRESS_WORKER_") :].lower()] = value
+        elif key.startswith("EGRESS_EXPORT_"):
+            export_values[key[len("EGRESS_EXPORT_") :].lower()] = value
+
+    return Settings(
+        home=home_path,
+        store_url=store_url,
+        sources=sources,
+        destinations=destinations,
+        worker=_coerce(WorkerSettings, worker_values, "worker"),
+        export=_coerce(ExportDefaults, export_values, "export"),
+        allow_source_urls=bool(data.get("allow_source_urls", True)),
+    )

@@ -1,0 +1,249 @@
+"""Use cases shared by the CLI, the HTTP API, the web page and the worker.
+
+Nothing here speaks SQL (the store does) or HTTP (the API does): these functions check
+a request against the settings and the source's catalog, then call the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from egress.config import Settings
+from egress.domain.ids import new_id
+from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
+from egress.exceptions import ConfigError, NotFoundError
+from egress.formats import check_format, get_compression
+from egress.sinks.base import Sink
+from egress.sinks.local import LocalSink
+from egress.sources import open_source
+from egress.store.base import JobStore
+
+DEFAULT_PROJECT = "default"
+_PROJECT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+#: Options an export request may carry, with what they mean.
+EXPORT_OPTIONS = {
+    "delimiter": "CSV field delimiter (one character)",
+    "max_file_size": "start a new numbered file above this many bytes",
+    "part_size": "target bytes per part",
+    "part_rows": "rows per part (overrides part_size)",
+}
+
+
+def check_project(name: str) -> str:
+    if not _PROJECT.match(name):
+        raise ConfigError(
+            f"bad project name {name!r}: use 1–63 lowercase letters, digits, '-' or '_', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    source: str
+    tables: tuple[str, ...] = ()
+    all_tables: bool = False
+    format: str = "csv"
+    compression: str = "none"
+    destination: str = "local"
+    options: dict[str, Any] = field(default_factory=dict)
+    callback_url: str | None = None
+
+    def fingerprint(self) -> str:
+        """A hash of the normalised request: the same body gives the same hash."""
+        data = asdict(self)
+        data["tables"] = list(self.tables)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _check_options(options: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(EXPORT_OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"unknown export option(s) {', '.join(unknown)}; allowed: {', '.join(EXPORT_OPTIONS)}"
+        )
+    for key in ("max_file_size", "part_size", "part_rows"):
+        if key in options and options[key] is not None:
+            value = options[key]
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"export option {key} must be a positive integer, got {value!r}")
+    return dict(options)
+
+
+def create_export(
+    store: JobStore,
+    settings: Settings,
+    request: ExportRequest,
+    *,
+    project: str = DEFAULT_PROJECT,
+    idempotency_key: str | None = None,
+) -> tuple[ExportRecord, bool]:
+    """Check the request against the catalog and queue one task per table.
+
+    Returns (export, created); with an idempotency key already used for the same
+    request the existing export comes back with created False.
+    """
+    check_project(project)
+    check_format(request.format)
+    get_compression(request.compression)
+    settings.destination(request.destination)
+    options = _check_options(request.options)
+    url = settings.source_url(request.source)
+    source = open_source(url)
+    try:
+        if request.all_tables:
+            tables = source.tables()
+        else:
+            if not request.tables:
+                raise ConfigError("name at least one table, or ask for all tables")
+            tables = list(dict.fromkeys(request.tables))
+        infos = [source.describe(t) for t in tables]
+    finally:
+        source.close()
+    export_id = new_id("exp")
+    export = ExportRecord(
+        id=export_id,
+        project=project,
+        source=request.source,
+        tables=tuple(tables),
+        format=request.format,
+        compression=request.compression,
+        destination=request.destination,
+        state=ExportState.QUEUED,
+        options=options,
+        idempotency_key=idempotency_key,
+        request_hash=request.fingerprint(),
+        callback_url=request.callback_url,
+        max_duration=settings.export.max_duration,
+    )
+    tasks = [
+        TaskRecord(
+            id=new_id("tsk"),
+            export_id=export_id,
+            project=project,
+            table=info.name,
+            seq=i,
+            state=TaskState.QUEUED,
+            rows_estimate=info.row_estimate,
+            max_attempts=settings.worker.max_attempts,
+        )
+        for i, info in enumerate(infos)
+    ]
+    return store.export_create(export, tasks)
+
+
+def get_export(store: JobStore, project: str, export_id: str) -> ExportRecord:
+    export = store.export_get(project, export_id)
+    if export is None:
+        raise NotFoundError(f"no export {export_id!r} in project {project!r}")
+    return export
+
+
+def list_exports(
+    store: JobStore,
+    project: str,
+    *,
+    states: Sequence[ExportState] | None = None,
+    limit: int = 50,
+    before_id: str | None = None,
+) -> list[ExportRecord]:
+    return store.export_list(project, states=states, limit=limit, before_id=before_id)
+
+
+def cancel_export(store: JobStore, project: str, export_id: str) -> ExportRecord:
+    export = store.export_cancel(project, export_id)
+    if export is None:
+        raise NotFoundError(f"no export {export_id!r} in project {project!r}")
+    return export
+
+
+def retry_export(store: JobStore, project: str, export_id: str) -> ExportRecord:
+    export = get_export(store, project, export_id)
+    if export.state is not ExportState.FAILED:
+        raise ConfigError(f"only a failed export can be retried; {export_id} is {export.state}")
+    retried = store.export_retry(project, export_id)
+    if retried is None:
+        raise NotFoundError(f"no export {export_id!r} in project {project!r}")
+    return retried
+
+
+def delete_export(store: JobStore, settings: Settings, project: str, export_id: str) -> None:
+    export = get_export(store, project, export_id)
+    if not export.state.terminal:
+        raise ConfigError(f"cancel export {export_id} before deleting it (it is {export.state})")
+    remove_outputs(settings, export)
+    store.export_delete(project, export_id)
+
+
+def export_root(settings: Settings, export: ExportRecord) -> Path:
+    """Where a local destination keeps one export's files: ``PATH/PROJECT/EXPORT_ID``."""
+    dest = settings.destination(export.destination)
+    return Path(dest["path"]) / check_project(export.project) / export.id
+
+
+def open_sink(settings: Settings, export: ExportRecord) -> Sink:
+    dest = settings.destination(export.destination)
+    kind = dest.get("type", "local")
+    if kind == "local":
+        return LocalSink(export_root(settings, export))
+    raise ConfigError(f"destination {export.destination!r} has unknown type {kind!r}; known: local")
+
+
+def remove_outputs(settings: Settings, export: ExportRecord) -> None:
+    """Remove every file of an export (cancelled, failed for good, or deleted)."""
+    dest = settings.destination(export.destination)
+    if dest.get("type", "local") == "local":
+        shutil.rmtree(export_root(settings, export), ignore_errors=True)
+
+
+def export_view(store: JobStore, export: ExportRecord) -> dict[str, Any]:
+    """A JSON-ready view of an export and its tasks, for ``jobs show`` and the API."""
+    tasks = store.task_list(export.id)
+    files = []
+    for task in tasks:
+        for f in (task.checkpoint or {}).get("files", []):
+            files.append(
+                {
+                    "table": task.table,
+                    "name": f["name"],
+                    "rows": f["rows"],
+                    "bytes": f["size"],
+                    "crc32c": f"{f['crc32c']:08x}",
+                    "sha256": f["sha256"],
+                }
+            )
+    return {
+        "id": export.id,
+        "project": export.project,
+        "status": str(export.state),
+        "source": export.source,
+        "format": export.format,
+        "compression": export.compression,
+        "destination": export.destination,
+        "tables": [
+            {
+                "table": t.table,
+                "status": str(t.state),
+                "rows": t.rows,
+                "rows_estimate": t.rows_estimate,
+                "bytes": t.bytes,
+                "attempts": t.attempts,
+                "error": t.error,
+            }
+            for t in tasks
+        ],
+        "rows": sum(t.rows for t in tasks),
+        "bytes": sum(t.bytes for t in tasks),
+        "error": export.error,
+        "created_at": export.created_at,
+        "started_at": export.started_at,
+        "finished_at": export.finished_at,
+        "files": files,
+    }

@@ -1,0 +1,49 @@
+"""Finishing an export: once every task is done, write the manifest, then mark it completed."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from egress.config import Settings
+from egress.domain.checkpoint import Checkpoint, TaskSpec
+from egress.domain.jobs import ExportState, TaskState
+from egress.engine.manifest import TableResult, build_manifest, write_manifest
+from egress.manager import open_sink
+from egress.sources import open_source, redact_url
+from egress.store.base import JobStore
+
+
+def finalize_export(store: JobStore, settings: Settings, export_id: str) -> bool:
+    """Idempotent: any worker may call it; only one ``export_complete`` succeeds."""
+    export = store.export_get(None, export_id)
+    if export is None or export.state is not ExportState.RUNNING:
+        return False
+    tasks = store.task_list(export_id)
+    if not tasks or any(t.state is not TaskState.DONE for t in tasks):
+        return False
+    url = settings.source_url(export.source)
+    source = open_source(url)
+    try:
+        results = [
+            TableResult(
+                TaskSpec.from_json(t.spec or {}),
+                source.describe(t.table),
+                Checkpoint.from_json(t.checkpoint or {}),
+            )
+            for t in tasks
+        ]
+    finally:
+        source.close()
+    sink = open_sink(settings, export)
+    started = export.started_at or export.created_at
+    manifest = build_manifest(
+        source=redact_url(url) if export.source == url else export.source,
+        results=results,
+        started_at=dt.datetime.fromtimestamp(started, dt.UTC),
+        finished_at=dt.datetime.fromtimestamp(store.now(), dt.UTC),
+        destination=sink.location,
+    )
+    manifest["export_id"] = export.id
+    manifest["project"] = export.project
+    write_manifest(sink, manifest)
+    return store.export_complete(export_id, manifest)

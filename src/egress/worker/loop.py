@@ -1,0 +1,132 @@
+"""The worker process: N slots that claim and run slices, a reconciler, graceful shutdown.
+
+Workers are stateless: everything is in the store, and any worker continues any task.
+On SIGTERM (or Ctrl-C) a worker stops claiming, lets each slot commit the part in hand,
+releases its leases (so another worker takes over at once, not after expiry) and exits
+within ``grace_seconds``; a second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from types import FrameType
+
+from egress.config import Settings
+from egress.store.base import JobStore
+from egress.worker.reconciler import reconcile_once
+from egress.worker.runner import TaskRunner
+
+log = logging.getLogger(__name__)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    def __init__(
+        self,
+        store: JobStore,
+        settings: Settings,
+        *,
+        concurrency: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.store, self.settings = store, settings
+        self.concurrency = concurrency or settings.worker.concurrency
+        self.name = name or worker_name()
+        self.stopping = threading.Event()
+        self.runner = TaskRunner(store, settings, self.stopping)
+        self._signals = 0
+        self._busy = 0
+        self._lock = threading.Lock()
+
+    # --- signals ----------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("second signal: exiting now")
+            os._exit(1)
+        log.info("signal received: finishing the parts in hand", extra={"signal": signum})
+        self.stopping.set()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    # --- loops ------------------------------------------------------------------------
+
+    def _slot(self) -> None:
+        w = self.settings.worker
+        while not self.stopping.is_set():
+            try:
+                claimed = self.store.task_claim(
+                    self.name, lease_seconds=w.lease_seconds, project_cap=w.project_cap, limit=1
+                )
+            except Exception as exc:  # store away (restart, network): try again shortly
+                log.warning("claim failed", extra={"error": str(exc)})
+                self.stopping.wait(w.poll_seconds * 2)
+                continue
+            if not claimed:
+                self.stopping.wait(w.poll_seconds)
+                continue
+            with self._lock:
+                self._busy += 1
+            try:
+                self.runner.run(claimed[0])
+            finally:
+                with self._lock:
+                    self._busy -= 1
+
+    def _reconcile(self) -> None:
+        while not self.stopping.wait(self.settings.worker.reconcile_seconds):
+            try:
+                reconcile_once(self.store, self.settings)
+            except Exception as exc:
+                log.warning("reconcile failed", extra={"error": str(exc)})
+
+    def run(self, *, exit_when_idle: bool = False) -> int:
+        """Run until a signal (or, with ``exit_when_idle``, until nothing is queued or
+        running in any project). Returns the process exit code."""
+        log.info("worker started", extra={"worker": self.name, "concurrency": self.concurrency})
+        slots = [
+            threading.Thread(target=self._slot, name=f"slot-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        reconciler = threading.Thread(target=self._reconcile, name="reconciler", daemon=True)
+        for t in (*slots, reconciler):
+            t.start()
+        try:
+            while not self.stopping.wait(self.settings.worker.poll_seconds):
+                if exit_when_idle and self._idle():
+                    self.stopping.set()
+        except KeyboardInterrupt:
+            self.stopping.set()
+        deadline = time.monotonic() + self.settings.worker.grace_seconds
+        for t in slots:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in slots):
+            log.warning("grace period over with slices still running; their leases will expire")
+            return 1
+        log.info("worker stopped", extra={"worker": self.name})
+        return 0
+
+    def _idle(self) -> bool:
+        with self._lock:
+            if self._busy:
+                return False
+        try:
+            if self.store.export_count_active() == 0:
+                return True
+            # Leases of dead workers expire on their own; the reconciler requeues them.
+            reconcile_once(self.store, self.settings)
+        except Exception as exc:
+            log.warning("idle check failed", extra={"error": str(exc)})
+        return False

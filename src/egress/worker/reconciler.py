@@ -1,0 +1,48 @@
+"""The reconciler: cheap, idempotent housekeeping that runs inside every worker."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from egress.config import Settings
+from egress.manager import remove_outputs
+from egress.metrics import STALE_CLAIMS_RESET
+from egress.store.base import JobStore
+from egress.worker.finalize import finalize_export
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconcileReport:
+    rescued: int = 0
+    overdue: int = 0
+    finalized: int = 0
+    cleaned: int = 0
+
+
+def reconcile_once(store: JobStore, settings: Settings) -> ReconcileReport:
+    report = ReconcileReport()
+    # Tasks whose worker died (or froze) past its lease go back in the queue.
+    report.rescued = store.task_rescue_expired()
+    if report.rescued:
+        STALE_CLAIMS_RESET.inc(report.rescued)
+        log.info("requeued tasks with expired leases", extra={"count": report.rescued})
+    for export in store.export_list_overdue():
+        limit = export.max_duration or settings.export.max_duration
+        if store.export_fail(
+            export.id, f"export did not finish within its maximum duration of {limit:.0f} s"
+        ):
+            report.overdue += 1
+    for export in store.export_list_finalizable():
+        try:
+            if finalize_export(store, settings, export.id):
+                report.finalized += 1
+        except Exception as exc:  # retried on the next round
+            log.warning("finalizing failed", extra={"export": export.id, "error": str(exc)})
+    for export in store.export_list_cancelled_with_outputs():
+        remove_outputs(settings, export)
+        if store.export_mark_cleaned(export.id):
+            report.cleaned += 1
+    return report

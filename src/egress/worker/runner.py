@@ -1,0 +1,144 @@
+"""Running one slice of a claimed task: plan if needed, run, commit fenced, requeue or finish."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from egress.config import Settings
+from egress.domain.checkpoint import Checkpoint, TaskSpec
+from egress.domain.jobs import ExportRecord, TaskRecord
+from egress.engine.plan import plan_task
+from egress.engine.slice import Task, run_slice
+from egress.exceptions import EgressError, LeaseLostError
+from egress.manager import open_sink
+from egress.metrics import SLICES
+from egress.sources import open_source
+from egress.store.base import JobStore
+from egress.worker.finalize import finalize_export
+from egress.worker.lease import LeaseKeeper
+from egress.worker.retry import backoff_delay, is_transient
+
+log = logging.getLogger(__name__)
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, EgressError) else f"{type(exc).__name__}: {exc}"
+
+
+class TaskRunner:
+    def __init__(
+        self,
+        store: JobStore,
+        settings: Settings,
+        stopping: threading.Event,
+        on_event: Callable[[str, TaskRecord], None] | None = None,
+    ) -> None:
+        self.store, self.settings, self.stopping = store, settings, stopping
+        self.on_event = on_event
+
+    def run(self, task: TaskRecord) -> str:
+        """Run one slice of ``task`` (claimed, with its lease token). Returns the outcome:
+        requeued | done | retry | failed | lost | cancelled."""
+        outcome = self._run(task)
+        SLICES.labels(outcome).inc()
+        if self.on_event:
+            self.on_event(outcome, task)
+        return outcome
+
+    def _run(self, task: TaskRecord) -> str:
+        assert task.lease_token is not None
+        w = self.settings.worker
+        with LeaseKeeper(self.store, task.id, task.lease_token, w.lease_seconds,
+                         w.heartbeat_seconds) as lease:
+            try:
+                export = self.store.export_get(None, task.export_id)
+                if export is None or export.state.terminal:
+                    self.store.task_requeue(task.id, task.lease_token)
+                    return "cancelled"
+                return self._slice(task, export, lease)
+            except LeaseLostError:
+                log.warning("lease lost; stopped writing", extra={"task": task.id})
+                return "lost"
+            except Exception as exc:
+                return self._failed(task, exc)
+
+    def _slice(self, task: TaskRecord, export: ExportRecord, lease: LeaseKeeper) -> str:
+        token = task.lease_token
+        assert token is not None
+        opts = export.options
+        sink = open_sink(self.settings, export)
+        source = open_source(self.settings.source_url(export.source))
+        try:
+            info = source.describe(task.table)
+            pending_spec: dict | None = None
+            if task.spec:
+                spec = TaskSpec.from_json(task.spec)
+            else:
+                fmt_opts = {"delimiter": opts["delimiter"]} if "delimiter" in opts else {}
+                spec = plan_task(
+                    source, info, format=export.format, compression=export.compression,
+                    part_size=opts.get("part_size") or self.settings.export.part_size,
+                    part_rows=opts.get("part_rows"),
+                    max_file_size=opts.get("max_file_size") or self.settings.export.max_file_size,
+                    min_part_bytes=sink.min_part_bytes, options=fmt_opts,
+                )
+                pending_spec = spec.to_json()
+            cp = Checkpoint.from_json(task.checkpoint) if task.checkpoint else Checkpoint()
+
+            def commit(new: Checkpoint) -> None:
+                nonlocal pending_spec
+                if lease.lost:
+                    raise LeaseLostError(f"task {task.id}: lease lost")
+                ok = self.store.task_commit(
+                    task.id, token, checkpoint=new.to_json(), rows=new.rows, bytes=new.bytes,
+                    spec=pending_spec,
+                )
+                if not ok:
+                    raise LeaseLostError(f"task {task.id}: lease lost")
+                pending_spec = None
+
+            if pending_spec is not None:
+                commit(cp)  # persist the plan before any part depends on it
+
+            def should_stop() -> bool:
+                return self.stopping.is_set() or lease.lost or lease.cancelled
+
+            runnable = Task(spec=spec, table=info, source=source, sink=sink, commit=commit,
+                            should_stop=should_stop)
+            cp = run_slice(runnable, cp, time.monotonic() + self.settings.worker.slice_seconds)
+        finally:
+            source.close()
+        if lease.lost:
+            return "lost"
+        if cp.done:
+            if not self.store.task_finish(task.id, token):
+                return "lost"
+            finalize_export(self.store, self.settings, export.id)
+            return "done"
+        if not self.store.task_requeue(task.id, token):
+            return "lost"
+        return "cancelled" if lease.cancelled else "requeued"
+
+    def _failed(self, task: TaskRecord, exc: BaseException) -> str:
+        token = task.lease_token
+        assert token is not None
+        message = _message(exc)
+        w = self.settings.worker
+        try:
+            if is_transient(exc) and task.attempts + 1 < task.max_attempts:
+                delay = backoff_delay(task.attempts + 1, w.backoff_seconds, w.backoff_max_seconds)
+                log.warning("slice failed; will retry",
+                            extra={"task": task.id, "error": message, "delay": delay})
+                self.store.task_requeue(task.id, token, delay=delay, error=message,
+                                        count_attempt=True)
+                return "retry"
+            log.error("task failed", extra={"task": task.id, "error": message})
+            self.store.task_fail(task.id, token, message)
+        except Exception as store_exc:  # the store is away too: the lease will expire
+            log.warning("could not record a failure",
+                        extra={"task": task.id, "error": _message(store_exc)})
+            return "lost"
+        return "failed"
