@@ -8,6 +8,7 @@
     │   ├── SourceUnavailableError   cannot connect / open (transient for workers)
     │   ├── TableNotFoundError       unknown table; lists close names
     │   ├── NoUsableKeyError         a table without a key that keyset pagination can use
+    │   ├── PermissionDeniedError    the source's user may not read a table
     │   └── DataError                a value that cannot be represented as declared
     ├── SinkError                    the destination cannot be written
     ├── LeaseLostError               a checkpoint commit was fenced off: stop writing at once
@@ -72,6 +73,10 @@ class TableNotFoundError(SourceError):
 
 class NoUsableKeyError(SourceError):
     """A table that has no primary key nor unique not-null key to paginate by."""
+
+
+class PermissionDeniedError(SourceError):
+    """The source's user lacks the privilege to read a table (permanent: grant it)."""
 
 
 class DataError(SourceError):
