@@ -11,6 +11,7 @@
     │   ├── PermissionDeniedError    the source's user may not read a table
     │   └── DataError                a value that cannot be represented as declared
     ├── SinkError                    the destination cannot be written
+    │   └── SinkUnavailableError     the destination is unreachable or throttling (transient)
     ├── LeaseLostError               a checkpoint commit was fenced off: stop writing at once
     ├── StoreError                   the job store cannot be reached (transient)
     └── NotFoundError                no such export in the caller's project
@@ -85,6 +86,12 @@ class DataError(SourceError):
 
 class SinkError(EgressError):
     """The destination cannot be written."""
+
+
+class SinkUnavailableError(SinkError):
+    """The destination is unreachable, failing (5xx) or throttling, after retries."""
+
+    transient = True
 
 
 class LeaseLostError(EgressError):
