@@ -111,7 +111,9 @@ def json_value(array: pa.Array, field: pa.Field) -> pa.Array:
     if pa.types.is_boolean(t) or pa.types.is_integer(t):
         return pc.cast(array, pa.string())
     if pa.types.is_floating(t):
-        return _float_text(array, '"NaN"', '"Infinity"', '"-Infinity"')
+        text = _float_text(array, '"NaN"', '"Infinity"', '"-Infinity"')
+        # many JSON readers (Python's among them) read -0 as the integer 0: keep the sign
+        return pc.if_else(pc.equal(text, "-0"), "-0.0", text)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         values = [None if v is None else base64.b64encode(v).decode() for v in array.to_pylist()]
         return json_string(pa.array(values, pa.string()))
@@ -144,7 +146,10 @@ def sql_literal(array: pa.Array, field: pa.Field, dialect: str) -> pa.Array:
         return pc.cast(array, pa.string())
     if pa.types.is_floating(t):
         if postgres:
-            return _float_text(array, "'NaN'", "'Infinity'", "'-Infinity'")
+            # Quoted, so float4in/float8in read the text itself: an unquoted 1.5 is a
+            # NUMERIC first, which drops the sign of -0 and makes ARRAY[...] numeric[].
+            text = _float_text(array, "NaN", "Infinity", "-Infinity")
+            return pc.binary_join_element_wise("'", text, "'", "")
         # SQLite stores no NaN (it becomes NULL); 9e999 reads back as an infinity.
         text = _float_text(array, "NULL", "9e999", "-9e999")
         return text
