@@ -203,9 +203,11 @@ def remove_outputs(settings: Settings, export: ExportRecord) -> None:
         shutil.rmtree(export_root(settings, export), ignore_errors=True)
 
 
-def export_view(store: JobStore, export: ExportRecord) -> dict[str, Any]:
+def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> dict[str, Any]:
     """A JSON-ready view of an export and its tasks, for ``jobs show`` and the API."""
     tasks = store.task_list(export.id)
+    dest = settings.destination(export.destination)
+    local_root = export_root(settings, export) if dest.get("type", "local") == "local" else None
     files = []
     for task in tasks:
         for f in (task.checkpoint or {}).get("files", []):
@@ -213,6 +215,7 @@ def export_view(store: JobStore, export: ExportRecord) -> dict[str, Any]:
                 {
                     "table": task.table,
                     "name": f["name"],
+                    "path": str(local_root / f["name"]) if local_root else f["name"],
                     "rows": f["rows"],
                     "bytes": f["size"],
                     "crc32c": f"{f['crc32c']:08x}",

@@ -1,0 +1,224 @@
+"""CLI commands of the job system: ``worker``, ``jobs …`` and ``migrate``.
+
+They work on the home directory's settings (``--home`` / ``EGRESS_HOME``): the store in
+``egress.toml`` (SQLite in the home by default), named sources and destinations.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from egress import manager
+from egress.config import Settings, load_settings
+from egress.domain.jobs import ExportState
+from egress.exceptions import ConfigError, EgressError
+from egress.store.base import JobStore
+
+home_option = click.option(
+    "--home", envvar="EGRESS_HOME", type=click.Path(file_okay=False),
+    help="Home directory with egress.toml and the embedded state [env EGRESS_HOME].",
+)
+project_option = click.option(
+    "--project", default=manager.DEFAULT_PROJECT, show_default=True, help="Project (tenant)."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def open_store(settings: Settings) -> JobStore:
+    from egress.store.sql import SqlJobStore
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    store = SqlJobStore(settings.store_url)
+    store.migrate()
+    return store
+
+
+def _run(fn: Callable[[], Any]) -> Any:
+    """Turn egress errors into a one-line message and exit code 2/1, never a traceback."""
+    try:
+        return fn()
+    except EgressError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2 if isinstance(exc, ConfigError) else 1)
+
+
+def _settings(home: str | None) -> Settings:
+    return _run(lambda: load_settings(home))
+
+
+@click.command()
+@home_option
+@click.option("--concurrency", type=click.IntRange(1, 64), help="Tasks run at once.")
+@click.option("--exit-when-idle", is_flag=True,
+              help="Exit once no export is queued or running (after dead workers' leases end).")
+@click.option("--log-level", default="INFO", show_default=True)
+def worker(home: str | None, concurrency: int | None, exit_when_idle: bool, log_level: str) -> None:
+    """Claim and run export tasks until stopped (SIGTERM finishes the parts in hand)."""
+    from egress.logs import setup_logging
+    from egress.worker.loop import Worker
+
+    setup_logging(log_level)
+    settings = _settings(home)
+    store = _run(lambda: open_store(settings))
+    w = Worker(store, settings, concurrency=concurrency)
+    w.install_signal_handlers()
+    code = w.run(exit_when_idle=exit_when_idle)
+    store.close()
+    sys.exit(code)
+
+
+@click.command()
+@home_option
+def migrate(home: str | None) -> None:
+    """Create or upgrade the job store's schema."""
+    settings = _settings(home)
+    store = _run(lambda: open_store(settings))
+    store.close()
+    click.echo(f"store is up to date: {_redacted(settings.store_url)}")
+
+
+def _redacted(url: str) -> str:
+    from egress.sources import redact_url
+
+    return redact_url(url)
+
+
+@click.group()
+def jobs() -> None:
+    """Create, list, show, cancel and retry exports in the job store."""
+
+
+@jobs.command("create")
+@home_option
+@project_option
+@click.option("--source", required=True, help="A configured source name, or a URL.")
+@click.option("--table", "tables", multiple=True, help="Table to export (repeatable).")
+@click.option("--all", "all_tables", is_flag=True, help="Every table of the source.")
+@click.option("--format", "fmt", default="csv", show_default=True)
+@click.option("--compression", default="none", show_default=True)
+@click.option("--destination", default="local", show_default=True)
+@click.option("--delimiter", help="CSV delimiter.")
+@click.option("--max-file-size", type=click.IntRange(1), help="Bytes per numbered file.")
+@click.option("--part-rows", type=click.IntRange(1), help="Rows per part.")
+@click.option("--idempotency-key", help="The same key and request return the same export.")
+@json_option
+def jobs_create(
+    home: str | None, project: str, source: str, tables: tuple[str, ...], all_tables: bool,
+    fmt: str, compression: str, destination: str, delimiter: str | None,
+    max_file_size: int | None, part_rows: int | None, idempotency_key: str | None, as_json: bool,
+) -> None:
+    """Queue an export; prints its id."""
+    settings = _settings(home)
+    options: dict[str, Any] = {}
+    if delimiter is not None:
+        options["delimiter"] = delimiter
+    if max_file_size is not None:
+        options["max_file_size"] = max_file_size
+    if part_rows is not None:
+        options["part_rows"] = part_rows
+    request = manager.ExportRequest(
+        source=source, tables=tables, all_tables=all_tables, format=fmt,
+        compression=compression, destination=destination, options=options,
+    )
+
+    def create() -> tuple[Any, bool]:
+        store = open_store(settings)
+        try:
+            return manager.create_export(
+                store, settings, request, project=project, idempotency_key=idempotency_key
+            )
+        finally:
+            store.close()
+
+    export, created = _run(create)
+    if as_json:
+        click.echo(json.dumps({"id": export.id, "status": str(export.state), "created": created}))
+    else:
+        click.echo(export.id)
+
+
+@jobs.command("ls")
+@home_option
+@project_option
+@click.option("--status", type=click.Choice([s.value for s in ExportState]), multiple=True)
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@json_option
+def jobs_ls(home: str | None, project: str, status: tuple[str, ...], limit: int,
+            as_json: bool) -> None:
+    """List exports, newest first."""
+    settings = _settings(home)
+
+    def listing() -> list[dict[str, Any]]:
+        store = open_store(settings)
+        try:
+            states = [ExportState(s) for s in status] or None
+            exports = manager.list_exports(store, project, states=states, limit=limit)
+            return [manager.export_view(store, e, settings) for e in exports]
+        finally:
+            store.close()
+
+    views = _run(listing)
+    if as_json:
+        click.echo(json.dumps(views, indent=2))
+        return
+    for v in views:
+        tables = ",".join(t["table"] for t in v["tables"])
+        click.echo(f"{v['id']}  {v['status']:<9}  {v['rows']:>12,} rows  {v['format']:<7} {tables}")
+
+
+def _one(action: str) -> Callable[..., None]:
+    def command(home: str | None, project: str, export_id: str, as_json: bool) -> None:
+        settings = _settings(home)
+
+        def go() -> dict[str, Any]:
+            store = open_store(settings)
+            try:
+                if action == "cancel":
+                    export = manager.cancel_export(store, project, export_id)
+                elif action == "retry":
+                    export = manager.retry_export(store, project, export_id)
+                else:
+                    export = manager.get_export(store, project, export_id)
+                return manager.export_view(store, export, settings)
+            finally:
+                store.close()
+
+        view = _run(go)
+        if as_json:
+            click.echo(json.dumps(view, indent=2))
+        elif action == "show":
+            _print_view(view)
+        else:
+            click.echo(f"{view['id']}  {view['status']}")
+
+    return command
+
+
+def _print_view(view: dict[str, Any]) -> None:
+    click.echo(f"export   {view['id']}  ({view['status']})")
+    click.echo(f"source   {view['source']}   format {view['format']} / {view['compression']}")
+    for t in view["tables"]:
+        estimate = f"/{t['rows_estimate']:,}" if t["rows_estimate"] else ""
+        error = f"  error: {t['error']}" if t["error"] else ""
+        click.echo(f"  {t['table']:<24} {t['status']:<9} {t['rows']:,}{estimate} rows{error}")
+    for f in view["files"]:
+        click.echo(f"  file {f['path']}  {f['rows']:,} rows  {f['bytes']:,} bytes")
+    if view["error"]:
+        click.echo(f"error    {view['error']}")
+
+
+for _action, _help in (
+    ("show", "Show an export: status, progress per table, files."),
+    ("cancel", "Cancel an export (running tasks stop at their next part)."),
+    ("retry", "Retry a failed export from its checkpoints."),
+):
+    jobs.command(_action, help=_help)(
+        home_option(project_option(click.argument("export_id")(json_option(_one(_action)))))
+    )
+
+COMMANDS = [worker, migrate, jobs]

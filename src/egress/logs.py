@@ -1,0 +1,32 @@
+"""Log output for the command line: one line per event with stable ``key=value`` fields.
+
+Only the CLI installs handlers; library code logs through ``logging.getLogger(__name__)``
+with ``extra={...}`` fields and never formats secrets into messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class KeyValueFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        base = f"{self.formatTime(record)} {record.levelname.lower()} {record.name}: "
+        base += record.getMessage()
+        fields = {k: v for k, v in vars(record).items() if k not in _STANDARD}
+        if fields:
+            base += " " + " ".join(f"{k}={v!r}" for k, v in sorted(fields.items()))
+        if record.exc_info:
+            base += "\n" + self.formatException(record.exc_info)
+        return base
+
+
+def setup_logging(level: str = "INFO") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(KeyValueFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

@@ -1,0 +1,139 @@
+"""Helpers for the job-system acceptance tests: homes, worker processes, reference runs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import egress
+from egress.config import Settings, load_settings
+from egress.domain.jobs import ExportRecord
+from egress.manager import export_root
+from egress.store.base import JobStore, LeaseEvent
+
+
+def make_events_db(path: Path, tables: dict[str, int], seed: int = 1) -> str:
+    """A SQLite source with one ``events``-like table per entry (name → rows)."""
+    conn = sqlite3.connect(path)
+    for name, rows in tables.items():
+        conn.execute(
+            f'CREATE TABLE "{name}" (id INTEGER PRIMARY KEY, user_id INTEGER, kind TEXT, '
+            "amount DECIMAL(12,2), payload TEXT, flag BOOLEAN, created_at DATETIME)"
+        )
+        conn.execute(
+            f"""
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+            INSERT INTO "{name}"
+            SELECT i, (i * 7919 + {seed}) % 1000,
+                   CASE i % 4 WHEN 0 THEN 'click' WHEN 1 THEN 'view' WHEN 2 THEN 'buy'
+                        ELSE 'a "quoted", kind' END,
+                   CASE WHEN i % 10 = 0 THEN NULL ELSE ((i * 37) % 100000) / 100.0 END,
+                   'payload ' || i || char(10) || 'é, "x"',
+                   i % 2,
+                   datetime(1700000000 + i, 'unixepoch')
+            FROM n
+            """
+        )
+    conn.commit()
+    conn.close()
+    return f"sqlite:///{path}"
+
+
+def write_home(
+    home: Path, *, store_url: str, sources: dict[str, str], worker: dict[str, Any]
+) -> Settings:
+    home.mkdir(parents=True, exist_ok=True)
+    lines = [f'[store]\nurl = "{store_url}"\n']
+    for name, url in sources.items():
+        lines.append(f'[sources.{name}]\nurl = "{url}"\n')
+    lines.append("[worker]")
+    lines += [f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v!r}" for k, v in worker.items()]
+    (home / "egress.toml").write_text("\n".join(lines) + "\n")
+    return load_settings(home, env={})
+
+
+def start_worker(home: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
+    env["EGRESS_HOME"] = str(home)
+    return subprocess.Popen(
+        [sys.executable, "-m", "egress.cli", "worker", "--log-level", "INFO", *extra],
+        env=env, stdout=subprocess.DEVNULL, stderr=open(log, "ab"),
+    )
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    proc.wait(timeout=30)
+
+
+def wait_until(predicate: Any, timeout: float, every: float = 0.2) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(every)
+    return predicate()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def output_files(root: Path) -> dict[str, str]:
+    """name → SHA-256 of every file of an export (not the manifest, marker or state)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        skip = rel.startswith(".egress") or rel in ("manifest.json", "_SUCCESS")
+        if p.is_file() and not skip:
+            out[rel] = sha256(p)
+    return out
+
+
+def reference_outputs(
+    source_url: str, table: str, fmt: str, compression: str, part_rows: int, out: Path
+) -> dict[str, str]:
+    """The files an uninterrupted in-process run writes for the same plan."""
+    egress.export(source_url, [table], to=out, format=fmt, compression=compression,
+                  part_rows=part_rows, fsync=False)
+    return output_files(out)
+
+
+def export_outputs(settings: Settings, export: ExportRecord) -> dict[str, str]:
+    return output_files(export_root(settings, export))
+
+
+def check_leases(events: Sequence[LeaseEvent]) -> list[str]:
+    """Problems in the lease log: a claim while another lease was live, or an accepted
+    commit/finish by a token that was not the task's current lease."""
+    problems = []
+    current: dict[str, str | None] = {}
+    for e in events:
+        holder = current.get(e.task_id)
+        if e.kind == "claim":
+            if holder is not None:
+                problems.append(f"{e.task_id}: claimed by {e.lease_token} while {holder} held it")
+            current[e.task_id] = e.lease_token
+        elif e.kind in ("commit", "heartbeat"):
+            if holder != e.lease_token:
+                problems.append(f"{e.task_id}: {e.kind} by {e.lease_token}, lease is {holder}")
+        elif e.kind in ("requeue", "release", "finish", "fail"):
+            if holder != e.lease_token:
+                problems.append(f"{e.task_id}: {e.kind} by {e.lease_token}, lease is {holder}")
+            current[e.task_id] = None
+        elif e.kind in ("rescue", "cancel"):
+            current[e.task_id] = None
+    return problems
+
+
+def all_terminal(store: JobStore, ids: Iterable[str]) -> bool:
+    return all((e := store.export_get(None, i)) is not None and e.state.terminal for i in ids)
