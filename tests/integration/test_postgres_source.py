@@ -340,3 +340,13 @@ def test_a_reader_left_open_does_not_lend_its_snapshot(pg_url: str, source: Post
     assert read_all(source, info, 10) == [{"id": 1}, {"id": 2}, {"id": 3}]
     stale.close()  # ending the old reader late leaves the connection usable
     assert read_all(source, info, 10) == [{"id": 1}, {"id": 2}, {"id": 3}]
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql+psycopg"])
+def test_url_schemes(pg_url: str, scheme: str) -> None:
+    run(pg_url, "CREATE TABLE t (id int PRIMARY KEY)")
+    src = open_source(pg_url.replace("postgresql", scheme, 1))
+    try:
+        assert isinstance(src, PostgresSource) and src.tables() == ["t"]
+    finally:
+        src.close()

@@ -144,7 +144,11 @@ class PostgresSource:
         self._reader: object | None = None
         self._plans: dict[str, _Plan] = {}
         self._catalog_conn()
-        self._adbc_conn()
+        try:
+            self._adbc_conn()
+        except SourceError:
+            self.close()
+            raise
 
     # --- connections ------------------------------------------------------------------
 
@@ -382,9 +386,9 @@ class PostgresSource:
             self._drop_adbc()
 
     def _translate(self, exc: Exception, sqlstate: str | None, table: str | None) -> SourceError:
-        lines = self._scrub(str(exc)).strip().splitlines()
-        detail = next((ln for ln in lines if "ERROR:" in ln or "FATAL:" in ln), lines[0] if lines
-                      else type(exc).__name__)
+        # the server's message line, without the driver's prefixes and the query text
+        lines = self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
+        detail = next((ln for ln in lines if "ERROR:" in ln or "FATAL:" in ln), lines[0])
         detail = detail.split("ERROR:", 1)[-1].split("FATAL:", 1)[-1].strip()
         what = f"table {table!r}" if table else "the PostgreSQL catalog"
         if sqlstate == "42501":
