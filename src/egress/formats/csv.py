@@ -46,12 +46,12 @@ class CsvFormat:
 
     def encode_rows(self, batch: pa.RecordBatch) -> bytes:
         columns = []
-        for field, array in zip(batch.schema, batch.columns):
-            values = render.text(array, field)
-            values = self._field(values)
-            if pa.types.is_string(array.type):
-                # an empty string is written "" so that it differs from NULL
-                empty = pc.equal(array, "")
+        for field, array in zip(batch.schema, batch.columns, strict=True):
+            text = render.text(array, field)
+            values = self._field(text)
+            if _may_be_empty(array.type):
+                # an empty string is written "" so that it differs from NULL (an empty field)
+                empty = pc.equal(text, "").fill_null(False)
                 if pc.any(empty).as_py():
                     values = pc.if_else(empty, '""', values)
             columns.append(values)
@@ -63,6 +63,11 @@ class CsvFormat:
 
     def footer(self, schema: pa.Schema, rows_in_file: int) -> bytes:
         return b""
+
+
+def _may_be_empty(t: pa.DataType) -> bool:
+    """Whether a value of type ``t`` can render as an empty string."""
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_union(t)
 
 
 class _CsvPart(TextPartEncoder):

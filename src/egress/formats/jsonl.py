@@ -19,7 +19,7 @@ from egress.formats.base import TextPartEncoder, concat_strings
 def object_lines(batch: pa.RecordBatch, line_start: str, line_end: str) -> pa.Array:
     """One JSON object per row, each wrapped in ``line_start`` … ``line_end``."""
     pieces: list[pa.Array | str] = []
-    for i, (field, array) in enumerate(zip(batch.schema, batch.columns)):
+    for i, (field, array) in enumerate(zip(batch.schema, batch.columns, strict=True)):
         key = json.dumps(field.name, ensure_ascii=False)
         pieces.append(("{" if i == 0 else ",") + key + ":")
         pieces.append(render.json_value(array, field).fill_null("null"))

@@ -1,6 +1,8 @@
 """Parquet: a dataset of part files, each a complete file with its own footer.
 
-The schema (decimals, time zones, lists, field metadata) is kept as Arrow wrote it.
+The schema (decimals, time zones, lists, field metadata) is kept as Arrow wrote it,
+except that Parquet has no union type: a column whose values keep their own storage
+class (SQLite without a declared type) is written as text, as CSV writes it.
 Parquet compresses inside the file, so the export's compression picks the codec.
 """
 
@@ -10,6 +12,8 @@ import io
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from egress.formats import render
 
 CODECS = {"none": "none", "gzip": "gzip", "zstd": "zstd", "snappy": "snappy"}
 
@@ -32,13 +36,31 @@ class ParquetFormat:
         return _ParquetPart(schema, self.codec)
 
 
+def parquet_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with each union column as a string column (Parquet has no unions)."""
+    return pa.schema(
+        [
+            pa.field(f.name, pa.string(), f.nullable, f.metadata) if pa.types.is_union(f.type)
+            else f
+            for f in schema
+        ],
+        metadata=schema.metadata,
+    )
+
+
 class _ParquetPart:
     def __init__(self, schema: pa.Schema, codec: str) -> None:
-        self._schema, self._codec = schema, codec
+        self._schema, self._codec = parquet_schema(schema), codec
+        self._unions = [i for i, f in enumerate(schema) if pa.types.is_union(f.type)]
         self._batches: list[pa.RecordBatch] = []
         self._size = 0
 
     def add(self, batch: pa.RecordBatch) -> None:
+        if self._unions:
+            columns = list(batch.columns)
+            for i in self._unions:
+                columns[i] = render.text(columns[i], batch.schema.field(i))
+            batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
         self._batches.append(batch)
         self._size += batch.nbytes
 

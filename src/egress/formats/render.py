@@ -10,11 +10,14 @@ Representations (documented in docs/formats.md):
 - decimals: exact, with the column's scale; timestamps: ``YYYY-MM-DD HH:MM:SS.ffffff`` (+``Z``
   when the column has a time zone, always UTC); dates ``YYYY-MM-DD``
 - binary: ``\\x`` + lowercase hex in CSV, base64 in JSON, a blob literal in SQL
+- a sparse union (a SQLite column without a declared type, whose values keep their own
+  storage class): each value as its own child type renders it
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -62,6 +65,24 @@ def _with_nulls_of(array: pa.Array, text: pa.Array) -> pa.Array:
     return pc.if_else(pc.is_null(array), pa.scalar(None, pa.string()), text)
 
 
+def union_codes(array: pa.Array) -> pa.Array:
+    """The type code of each row of a union (``UnionArray.type_codes`` ignores a slice's
+    offset)."""
+    return pa.Array.from_buffers(
+        pa.int8(), len(array), [None, array.buffers()[1]], offset=array.offset
+    )
+
+
+def by_child(array: pa.Array, render: Callable[[pa.Array, pa.Field], pa.Array]) -> pa.Array:
+    """Render each child of a sparse union; each row takes the text of its own child."""
+    codes = union_codes(array)
+    out = pa.nulls(len(array), pa.string())
+    for i, code in enumerate(array.type.type_codes):
+        rendered = render(array.field(i), array.type.field(i))
+        out = pc.if_else(pc.equal(codes, code), rendered, out)
+    return out
+
+
 def _list_join(array: pa.Array, elements: pa.Array, sep: str) -> pa.Array:
     """Join the rendered ``elements`` of each list of ``array`` with ``sep``."""
     offsets = pc.subtract(array.offsets, array.offsets[0])
@@ -83,6 +104,8 @@ def text(array: pa.Array, field: pa.Field) -> pa.Array:
         return _with_nulls_of(array, pc.binary_join_element_wise("\\x", hex_strings(array), ""))
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return json_value(array, field)
+    if pa.types.is_union(t):
+        return by_child(array, text)
     return pc.cast(array, pa.string())
 
 
@@ -123,6 +146,8 @@ def json_value(array: pa.Array, field: pa.Field) -> pa.Array:
         return _with_nulls_of(
             array, pc.binary_join_element_wise("[", _list_join(array, elements, ","), "]", "")
         )
+    if pa.types.is_union(t):
+        return by_child(array, json_value)
     # decimals, dates, times, timestamps: exact text as a JSON string
     return json_string(pc.cast(array, pa.string()))
 
@@ -130,8 +155,18 @@ def json_value(array: pa.Array, field: pa.Field) -> pa.Array:
 # --- SQL literals -----------------------------------------------------------------------
 
 
-def sql_string(array: pa.Array) -> pa.Array:
-    return pc.binary_join_element_wise("'", pc.replace_substring(array, "'", "''"), "'", "")
+def sql_string(array: pa.Array, dialect: str) -> pa.Array:
+    """Each string as a quoted literal. In SQLite a text holding a CR is written as
+    ``CAST(X'…' AS TEXT)``: the sqlite3 shell drops a CR that ends a line, even inside a
+    literal (and ``'…'||char(13)||'…'`` nests one level per CR, past SQLite's limit)."""
+    quoted = pc.binary_join_element_wise("'", pc.replace_substring(array, "'", "''"), "'", "")
+    if dialect != "sqlite":
+        return quoted
+    has_cr = pc.match_substring(array, "\r")
+    if not pc.any(has_cr).as_py():
+        return quoted
+    hexed = pc.binary_join_element_wise("CAST(X'", hex_strings(array), "' AS TEXT)", "")
+    return pc.if_else(has_cr, hexed, quoted)
 
 
 def sql_literal(array: pa.Array, field: pa.Field, dialect: str) -> pa.Array:
@@ -139,7 +174,7 @@ def sql_literal(array: pa.Array, field: pa.Field, dialect: str) -> pa.Array:
     t = array.type
     postgres = dialect == "postgresql"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return sql_string(array)
+        return sql_string(array, dialect)
     if pa.types.is_boolean(t):
         return pc.if_else(array, "TRUE", "FALSE") if postgres else pc.if_else(array, "1", "0")
     if pa.types.is_integer(t) or pa.types.is_decimal(t):
@@ -166,4 +201,6 @@ def sql_literal(array: pa.Array, field: pa.Field, dialect: str) -> pa.Array:
             array,
             pc.binary_join_element_wise("ARRAY[", _list_join(array, elements, ","), f"]{cast}", ""),
         )
-    return sql_string(pc.cast(array, pa.string()))
+    if pa.types.is_union(t):
+        return by_child(array, lambda child, f: sql_literal(child, f, dialect))
+    return sql_string(pc.cast(array, pa.string()), dialect)

@@ -81,7 +81,7 @@ class _SqlPart(TextPartEncoder):
         closes = pa.array(position == every - 1)
         values = [
             render.sql_literal(array, field, self._fmt.dialect).fill_null("NULL")
-            for field, array in zip(batch.schema, batch.columns)
+            for field, array in zip(batch.schema, batch.columns, strict=True)
         ]
         row = pc.binary_join_element_wise(*values, ",")
         lines = pc.binary_join_element_wise(

@@ -2,41 +2,118 @@
 
 SQLite is dynamically typed, so the declared type of each column decides the Arrow
 type (the affinity rules of https://sqlite.org/datatype3.html plus the common names
-DATE, DATETIME, TIMESTAMP, BOOLEAN, DECIMAL(p,s) and JSON). The ADBC driver infers a
-batch's types from the values it sees first, and an all-NULL first batch would be taken
-for int64; every query therefore starts with one typed dummy row (dropped again) so the
-driver always infers the declared storage class.
+DATE, DATETIME, TIMESTAMP, TIMESTAMPTZ, BOOLEAN, DECIMAL(p,s) and JSON; the mapping is
+documented in docs/formats.md). The ADBC driver infers a batch's types from the values
+it sees first, and an all-NULL first batch would be taken for int64; every query
+therefore starts with one typed dummy row (dropped again) so the driver always infers
+the storage class each selected expression is meant to have.
+
+A column without a declared type (or with one SQLite gives NUMERIC affinity and egress
+cannot type further, like ``STRING``) keeps each value's own storage class: it is read
+as a sparse union of integer, real, text and blob (:data:`DYNAMIC`), which the formats
+render per value (a number stays a number, a blob stays a blob in a SQL dump).
+
+Cursor values must compare in SQLite exactly as the stored values do. For key columns
+whose Arrow value is not the stored value (a DATETIME text becomes a timestamp), a
+hidden column carries the raw stored value as the same union; it is bound back with
+its own storage class, so SQLite's ordering across storage classes is kept.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import adbc_driver_sqlite.dbapi as adbc_sqlite
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from egress.domain.keys import Key
 from egress.exceptions import (
     DataError,
+    NoUsableKeyError,
     SourceError,
     SourceUnavailableError,
     TableNotFoundError,
 )
-from egress.sources.base import Column, TableInfo
+from egress.sources.base import SOURCE_TYPE, Column, TableInfo
 
+#: Hidden column carrying the rowid of a table without a primary key.
 ROWID = "__egress_rowid"
+#: Prefix of the hidden columns carrying the raw value of a key column.
+RAW_KEY = "__egress_key_"
 BATCH_ROWS = 16384
 
 _DECIMAL = re.compile(r"^\s*(?:DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)\s*$", re.I)
+_HAS_OFFSET = r"(?:Z|[+-]\d\d:?\d\d)$"
+_DATE_ONLY = r"^\d{4}-\d\d-\d\d$"
+#: SQLite's storage classes, in the order of the children of :data:`DYNAMIC`.
+_STORAGE_CLASSES = (
+    ("integer", pa.int64(), "0"),
+    ("real", pa.float64(), "0.0"),
+    ("text", pa.string(), "''"),
+    ("blob", pa.binary(), "x''"),
+)
+#: A value of any storage class: one child per class, the row's own class selected.
+DYNAMIC = pa.sparse_union([pa.field(n, t) for n, t, _ in _STORAGE_CLASSES])
+
+Convert = Callable[[list[pa.Array], pa.Field], pa.Array]
 
 
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _cast(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
+    (col,) = arrays
+    if col.type == field.type:
+        return col
+    try:
+        return pc.cast(col, field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        declared = (field.metadata or {}).get(SOURCE_TYPE, b"").decode() or "untyped"
+        raise DataError(
+            f"column {field.name!r}: a value cannot be read as {declared} ({field.type}): {exc}"
+        ) from exc
+
+
+def _numeric(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
+    """Text of non-REAL values, plus REAL values as the shortest text that reads back to
+    the same double (SQLite's own CAST keeps only 15 digits)."""
+    text, real = arrays
+    if real.null_count < len(real):
+        text = pc.coalesce(text, pc.cast(real, pa.string()))
+    return _cast([text], field)
+
+
+def _timestamp(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
+    """ISO 8601 text as SQLite's date functions read it: a date alone is midnight, a value
+    without an offset is UTC, one with an offset is converted to UTC."""
+    (text,) = arrays
+    if text.null_count == len(text):
+        return pa.nulls(len(text), field.type)
+    date_only = pc.match_substring_regex(text, _DATE_ONLY)
+    text = pc.if_else(date_only, pc.binary_join_element_wise(text, " 00:00:00", ""), text)
+    has_offset = pc.match_substring_regex(text, _HAS_OFFSET)
+    text = pc.if_else(has_offset, text, pc.binary_join_element_wise(text, "Z", ""))
+    utc = _cast([text], pa.field(field.name, pa.timestamp("us", tz="UTC"), metadata=field.metadata))
+    return utc if field.type.tz else pc.cast(utc, pa.timestamp("us"))
+
+
+def _dynamic(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
+    """One sparse union of the four per-class columns (at most one is set per row; a NULL
+    is a null integer)."""
+    codes = np.zeros(len(arrays[0]), dtype=np.int8)
+    for code, array in enumerate(arrays[1:], start=1):
+        if array.null_count < len(array):
+            codes[pc.is_valid(array).to_numpy(zero_copy_only=False)] = code
+    return pa.UnionArray.from_sparse(
+        pa.array(codes, pa.int8()), arrays, field_names=[n for n, _, _ in _STORAGE_CLASSES]
+    )
 
 
 @dataclass(frozen=True)
@@ -44,41 +121,66 @@ class _Mapping:
     """How one declared type is selected, primed and converted."""
 
     arrow_type: pa.DataType
-    select: str  # SQL expression template, {c} is the quoted column
-    dummy: str  # SQL literal of the dummy row, of the storage class the driver must infer
+    #: (SQL expression template, dummy literal) per selected column; {c} is the column.
+    selects: tuple[tuple[str, str], ...]
+    convert: Convert = _cast
     logical_type: str | None = None
+    #: The Arrow value is the stored value, so it can be bound back as a cursor.
+    exact_key: bool = False
+
+
+def _text(arrow_type: pa.DataType, convert: Convert = _cast, logical: str | None = None
+          ) -> _Mapping:
+    return _Mapping(arrow_type, (("CAST({c} AS TEXT)", "''"),), convert, logical)
+
+
+def _split_real(arrow_type: pa.DataType, logical: str | None = None) -> _Mapping:
+    selects = (
+        ("CASE WHEN typeof({c}) = 'real' THEN NULL ELSE CAST({c} AS TEXT) END", "''"),
+        ("CASE WHEN typeof({c}) = 'real' THEN {c} END", "0.0"),
+    )
+    return _Mapping(arrow_type, selects, _numeric, logical)
+
+
+_DYNAMIC_MAPPING = _Mapping(
+    DYNAMIC,
+    tuple((f"CASE WHEN typeof({{c}}) = '{cls}' THEN {{c}} END", dummy)
+          for cls, _, dummy in _STORAGE_CLASSES),
+    _dynamic,
+    exact_key=True,
+)
 
 
 def map_declared_type(declared: str) -> _Mapping:
-    """Arrow type and SELECT expression for a column's declared SQLite type."""
+    """Arrow type and SELECT expressions for a column's declared SQLite type."""
     t = declared.strip().upper()
     if m := _DECIMAL.match(t):
         precision, scale = int(m.group(1)), int(m.group(2) or 0)
-        if precision <= 38:
-            return _Mapping(pa.decimal128(precision, scale), "CAST({c} AS TEXT)", "''")
+        if 0 < precision <= 38 and scale <= precision:
+            return _split_real(pa.decimal128(precision, scale))
     if "BOOL" in t:
-        return _Mapping(pa.bool_(), "{c}", "0")
+        return _Mapping(pa.bool_(), (("{c}", "0"),))
     if "INT" in t:
-        return _Mapping(pa.int64(), "{c}", "0")
+        return _Mapping(pa.int64(), (("{c}", "0"),), exact_key=True)
     if t in ("JSON", "JSONB"):
-        return _Mapping(pa.string(), "json({c})", "''", logical_type="json")
+        return _Mapping(pa.string(), (("json({c})", "''"),), logical_type="json")
     if t == "DATE":
-        return _Mapping(pa.date32(), "CAST({c} AS TEXT)", "''")
+        return _text(pa.date32())
     if t in ("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE", "DATETIMETZ"):
-        return _Mapping(pa.timestamp("us", tz="UTC"), "CAST({c} AS TEXT)", "''")
+        return _text(pa.timestamp("us", tz="UTC"), _timestamp)
     if t.startswith(("DATETIME", "TIMESTAMP")):
-        return _Mapping(pa.timestamp("us"), "CAST({c} AS TEXT)", "''")
+        return _text(pa.timestamp("us"), _timestamp)
     if any(s in t for s in ("CHAR", "CLOB", "TEXT")):
-        return _Mapping(pa.string(), "CAST({c} AS TEXT)", "''")
+        return _text(pa.string())
     if "BLOB" in t:
-        return _Mapping(pa.binary(), "CAST({c} AS BLOB)", "x''")
+        return _Mapping(pa.binary(), (("CAST({c} AS BLOB)", "x''"),))
     if any(s in t for s in ("REAL", "FLOA", "DOUB")):
-        return _Mapping(pa.float64(), "{c}", "0.0")
+        return _Mapping(pa.float64(), (("{c}", "0.0"),), exact_key=True)
     if t.startswith(("DECIMAL", "NUMERIC")):
         # Unconstrained or too wide for decimal128: keep the exact text.
-        return _Mapping(pa.string(), "CAST({c} AS TEXT)", "''", logical_type="decimal")
+        return _split_real(pa.string(), "decimal")
     # No declared type, or one SQLite gives NUMERIC affinity we cannot type further.
-    return _Mapping(pa.string(), "CAST({c} AS TEXT)", "''")
+    return _DYNAMIC_MAPPING
 
 
 def path_from_url(url: str) -> Path:
@@ -86,6 +188,19 @@ def path_from_url(url: str) -> Path:
     if not url.startswith("sqlite:///"):
         raise SourceError(f"not a SQLite URL: {url!r} (expected sqlite:///path/to.db)")
     return Path(url[len("sqlite:///") :])
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How to read one table: the selected expressions and how each output is made."""
+
+    selects: tuple[str, ...]
+    dummies: tuple[str, ...]
+    #: (number of selected expressions, converter) per output and hidden column.
+    converters: tuple[tuple[int, Convert], ...]
+    #: The SQL expression of each key column, in key order.
+    key_sql: tuple[str, ...]
+    schema: pa.Schema
 
 
 class SqliteSource:
@@ -102,7 +217,7 @@ class SqliteSource:
             self._conn = adbc_sqlite.connect(uri)
         except (sqlite3.Error, OSError) as exc:
             raise SourceUnavailableError(f"cannot open SQLite database {self.path}: {exc}") from exc
-        self._mappings: dict[str, list[_Mapping]] = {}
+        self._plans: dict[str, _Plan] = {}
 
     def close(self) -> None:
         self._catalog.close()
@@ -121,10 +236,11 @@ class SqliteSource:
             raise TableNotFoundError(table, known)
         info = self._catalog.execute("SELECT * FROM pragma_table_info(?)", (table,)).fetchall()
         # cid, name, type, notnull, dflt_value, pk
-        columns, mappings, pk = [], [], []
+        columns: list[Column] = []
+        mappings: dict[str, _Mapping] = {}
+        pk = []
         for _cid, name, declared, notnull, _default, pk_pos in info:
-            mapping = map_declared_type(declared or "")
-            mappings.append(mapping)
+            mapping = mappings[name] = map_declared_type(declared or "")
             columns.append(
                 Column(
                     name=name,
@@ -137,48 +253,85 @@ class SqliteSource:
             if pk_pos:
                 pk.append((pk_pos, name))
         primary_key = tuple(name for _, name in sorted(pk))
-        hidden: tuple[str, ...] = ()
-        key = primary_key
-        if not key:
-            key, hidden = (ROWID,), (ROWID,)
-        self._mappings[table] = mappings
+        selects, dummies = [], []
+        converters: list[tuple[int, Convert]] = []
+        for c in columns:
+            m = mappings[c.name]
+            selects += [sql.format(c=quote_ident(c.name)) for sql, _ in m.selects]
+            dummies += [d for _, d in m.selects]
+            converters.append((len(m.selects), m.convert))
+        hidden: list[pa.Field] = []
+        key_sql: list[str]
+        if primary_key:
+            key_columns: list[str] = []
+            key_sql = [quote_ident(k) for k in primary_key]
+            for i, k in enumerate(primary_key):
+                if mappings[k].exact_key:
+                    key_columns.append(k)
+                    continue
+                # the raw stored value, with its storage class
+                name = f"{RAW_KEY}{i}"
+                key_columns.append(name)
+                hidden.append(pa.field(name, DYNAMIC))
+                selects += [sql.format(c=key_sql[i]) for sql, _ in _DYNAMIC_MAPPING.selects]
+                dummies += [d for _, d in _DYNAMIC_MAPPING.selects]
+                converters.append((len(_DYNAMIC_MAPPING.selects), _dynamic))
+        else:
+            rowid = self._rowid_name(table, [c.name for c in columns])
+            key_columns, key_sql = [ROWID], [rowid]
+            hidden.append(pa.field(ROWID, pa.int64()))
+            selects.append(rowid)
+            dummies.append("0")
+            converters.append((1, _cast))
+        schema = pa.schema([c.field() for c in columns] + hidden)
+        self._plans[table] = _Plan(tuple(selects), tuple(dummies), tuple(converters),
+                                   tuple(key_sql), schema)
         (estimate,) = self._catalog.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()
         return TableInfo(
             name=table,
             columns=tuple(columns),
-            key_columns=key,
-            hidden_columns=hidden,
+            key_columns=tuple(key_columns),
+            hidden_columns=tuple(f.name for f in hidden),
             row_estimate=int(estimate),
             primary_key=primary_key,
         )
 
-    def _query(self, table: TableInfo, after: Key | None) -> str:
-        mappings = self._mappings.get(table.name)
-        if mappings is None:
+    def _rowid_name(self, table: str, columns: list[str]) -> str:
+        """The name that reaches the rowid: ``rowid`` unless a column took it."""
+        lowered = {c.lower() for c in columns}
+        for name in ("rowid", "_rowid_", "oid"):
+            if name not in lowered:
+                return name
+        raise NoUsableKeyError(
+            f"table {table!r} has no primary key and columns named rowid, _rowid_ and oid "
+            "hide its rowid; add a primary key to export it"
+        )
+
+    def _plan(self, table: TableInfo) -> _Plan:
+        plan = self._plans.get(table.name)
+        if plan is None:
             self.describe(table.name)
-            mappings = self._mappings[table.name]
-        selects = [m.select.format(c=quote_ident(c.name)) for c, m in zip(table.columns, mappings)]
-        dummies = [m.dummy for m in mappings]
-        if table.hidden_columns:
-            selects.append(f"rowid AS {ROWID}")
-            dummies.append("0")
-        keys = ", ".join(quote_ident(k) if k != ROWID else "rowid" for k in table.key_columns)
+            plan = self._plans[table.name]
+        return plan
+
+    def _query(self, table: TableInfo, plan: _Plan, after: Key | None) -> str:
+        keys = ", ".join(plan.key_sql)
         where = ""
         if after is not None:
-            marks = ", ".join("?" for _ in after)
-            where = f"WHERE ({keys}) > ({marks}) " if len(after) > 1 else f"WHERE {keys} > ? "
+            if len(after) > 1:
+                where = f"WHERE ({keys}) > ({', '.join('?' for _ in after)}) "
+            else:
+                where = f"WHERE {keys} > ? "
         return (
-            f"SELECT 1, {', '.join(dummies)} UNION ALL SELECT * FROM ("
-            f"SELECT 0, {', '.join(selects)} FROM {quote_ident(table.name)} "
+            f"SELECT 1, {', '.join(plan.dummies)} UNION ALL SELECT * FROM ("
+            f"SELECT 0, {', '.join(plan.selects)} FROM {quote_ident(table.name)} "
             f"{where}ORDER BY {keys} LIMIT ?)"
         )
 
     def read(self, table: TableInfo, after: Key | None, limit: int) -> Iterator[pa.RecordBatch]:
-        sql = self._query(table, after)
+        plan = self._plan(table)
+        sql = self._query(table, plan, after)
         params = (*(after or ()), limit)
-        target = pa.schema(
-            [c.field() for c in table.columns] + [pa.field(h, pa.int64()) for h in table.hidden_columns]
-        )
         cur = self._conn.cursor()
         try:
             cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
@@ -196,29 +349,21 @@ class SqliteSource:
                     batch = batch.slice(1)
                     first = False
                 if batch.num_rows:
-                    yield _conform(batch, target)
+                    yield _conform(batch, plan)
         except OSError as exc:  # the ADBC driver reports SQLite errors as OSError subclasses
             raise _translate(exc, table) from exc
         finally:
             cur.close()
 
 
-def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    """Drop the marker column and cast each column to its declared Arrow type."""
+def _conform(batch: pa.RecordBatch, plan: _Plan) -> pa.RecordBatch:
+    """Drop the marker column and convert each selected group to its declared type."""
     arrays = []
-    for i, field in enumerate(target):
-        col = batch.column(i + 1)
-        if col.type != field.type:
-            try:
-                col = pc.cast(col, field.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise DataError(
-                    f"column {field.name!r}: a value cannot be read as "
-                    f"{field.metadata.get(b'egress.source_type', b'?').decode() or 'text'} "
-                    f"({field.type}): {exc}"
-                ) from exc
-        arrays.append(col)
-    return pa.RecordBatch.from_arrays(arrays, schema=target)
+    position = 1
+    for field, (width, convert) in zip(plan.schema, plan.converters, strict=True):
+        arrays.append(convert(batch.columns[position : position + width], field))
+        position += width
+    return pa.RecordBatch.from_arrays(arrays, schema=plan.schema)
 
 
 def _translate(exc: OSError, table: TableInfo) -> SourceError:
