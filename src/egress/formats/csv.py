@@ -16,6 +16,8 @@ from egress.formats import render
 from egress.formats.base import TextPartEncoder, concat_strings
 
 EOL = "\r\n"
+#: Every character the text of a number, date, time, boolean or binary value may hold.
+_PLAIN_TEXT = frozenset("0123456789abcdef+-.:eETZ \\xInfinityNaNtruefalse")
 
 
 class CsvFormat:
@@ -31,13 +33,27 @@ class CsvFormat:
             )
         self.delimiter = delimiter
         self._needs_quotes = "[" + re.escape(delimiter) + '"\r\n]'
+        # the text of numbers, dates, times, booleans and binary is made of these alone
+        self._plain_safe = delimiter not in _PLAIN_TEXT
 
-    def _field(self, values: pa.Array) -> pa.Array:
-        quoted = pc.binary_join_element_wise('"', pc.replace_substring(values, '"', '""'), '"', "")
-        needs = pc.match_substring_regex(values, self._needs_quotes)
-        if values.null_count == 0:
-            return pc.if_else(needs, quoted, values)
-        return pc.if_else(needs, quoted, values).fill_null("")
+    def _may_need_quotes(self, t: pa.DataType) -> bool:
+        plain = (
+            pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+            or pa.types.is_boolean(t) or pa.types.is_temporal(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+        )
+        return not (plain and self._plain_safe)
+
+    def _field(self, values: pa.Array, may_need_quotes: bool = True) -> pa.Array:
+        """Each value as a CSV field: quoted only if it holds the delimiter, a quote or a
+        line break; NULL as an empty field."""
+        if may_need_quotes:
+            needs = pc.match_substring_regex(values, self._needs_quotes)
+            if pc.any(needs).as_py():
+                escaped = pc.replace_substring(values, '"', '""')
+                quoted = pc.binary_join_element_wise('"', escaped, '"', "")
+                values = pc.if_else(needs, quoted, values)
+        return values.fill_null("") if values.null_count else values
 
     def header(self, schema: pa.Schema) -> bytes:
         names = pa.array([f.name for f in schema], pa.string())
@@ -48,7 +64,7 @@ class CsvFormat:
         columns = []
         for field, array in zip(batch.schema, batch.columns, strict=True):
             text = render.text(array, field)
-            values = self._field(text)
+            values = self._field(text, self._may_need_quotes(array.type))
             if _may_be_empty(array.type):
                 # an empty string is written "" so that it differs from NULL (an empty field)
                 empty = pc.equal(text, "").fill_null(False)

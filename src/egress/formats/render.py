@@ -115,8 +115,14 @@ _JSON_ESCAPES = [("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\
 _CONTROL = "[\x00-\x08\x0b\x0c\x0e-\x1f]"
 
 
-def json_string(array: pa.Array) -> pa.Array:
-    """Each string as a JSON string literal (quoted and escaped)."""
+_NEEDS_ESCAPE = '[\\\\"\x00-\x1f]'
+
+
+def json_string(array: pa.Array, plain: bool = False) -> pa.Array:
+    """Each string as a JSON string literal (quoted and escaped). ``plain``: the caller
+    knows no value holds a quote, a backslash or a control character."""
+    if plain or not pc.any(pc.match_substring_regex(array, _NEEDS_ESCAPE)).as_py():
+        return pc.binary_join_element_wise('"', array, '"', "")
     out = array
     for needle, replacement in _JSON_ESCAPES:
         out = pc.replace_substring(out, needle, replacement)
@@ -148,8 +154,9 @@ def json_value(array: pa.Array, field: pa.Field) -> pa.Array:
         )
     if pa.types.is_union(t):
         return by_child(array, json_value)
-    # decimals, dates, times, timestamps: exact text as a JSON string
-    return json_string(pc.cast(array, pa.string()))
+    # decimals, dates, times, timestamps: exact text as a JSON string (digits and -:.TZ)
+    plain = pa.types.is_decimal(t) or pa.types.is_temporal(t)
+    return json_string(pc.cast(array, pa.string()), plain=plain)
 
 
 # --- SQL literals -----------------------------------------------------------------------

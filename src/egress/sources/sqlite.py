@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import adbc_driver_manager
 import adbc_driver_sqlite.dbapi as adbc_sqlite
 import numpy as np
 import pyarrow as pa
@@ -350,7 +351,9 @@ class SqliteSource:
                     first = False
                 if batch.num_rows:
                     yield _conform(batch, plan)
-        except OSError as exc:  # the ADBC driver reports SQLite errors as OSError subclasses
+        # the ADBC driver reports a failed first step as its own Error, a failure while
+        # streaming as an OSError from Arrow
+        except (OSError, adbc_driver_manager.Error) as exc:
             raise _translate(exc, table) from exc
         finally:
             cur.close()
@@ -366,7 +369,7 @@ def _conform(batch: pa.RecordBatch, plan: _Plan) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=plan.schema)
 
 
-def _translate(exc: OSError, table: TableInfo) -> SourceError:
+def _translate(exc: Exception, table: TableInfo) -> SourceError:
     message = str(exc)
     if "locked" in message or "busy" in message:
         return SourceUnavailableError(f"SQLite database is busy: {message}")

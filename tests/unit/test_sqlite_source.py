@@ -1,0 +1,234 @@
+"""SqliteSource on real SQLite files: type mapping, exact cursors, errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from egress.exceptions import (
+    DataError,
+    NoUsableKeyError,
+    SourceError,
+    SourceUnavailableError,
+    TableNotFoundError,
+)
+from egress.sources import open_source
+from egress.sources.base import TableInfo
+from egress.sources.sqlite import DYNAMIC, ROWID, SqliteSource, map_declared_type
+
+UTC = dt.UTC
+
+
+def make(tmp_path: Path, script: str, rows: dict[str, list[tuple]] | None = None) -> str:
+    path = tmp_path / "db.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(script)
+    for table, values in (rows or {}).items():
+        marks = ", ".join("?" for _ in values[0])
+        conn.executemany(f'INSERT INTO "{table}" VALUES ({marks})', values)
+    conn.commit()
+    conn.close()
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def opened() -> Iterator[list[SqliteSource]]:
+    sources: list[SqliteSource] = []
+    yield sources
+    for s in sources:
+        s.close()
+
+
+def source_for(opened: list[SqliteSource], url: str) -> SqliteSource:
+    opened.append(SqliteSource(url))
+    return opened[-1]
+
+
+def read_all(source: SqliteSource, info: TableInfo, limit: int) -> list[dict[str, Any]]:
+    """Every row by keyset pagination, ``limit`` rows at a time, as the engine reads."""
+    rows: list[dict[str, Any]] = []
+    after = None
+    while True:
+        got = 0
+        for batch in source.read(info, after, limit):
+            got += batch.num_rows
+            rows += batch.select(info.column_names).to_pylist()
+            after = tuple(batch.column(k)[-1].as_py() for k in info.key_columns)
+        if got < limit:
+            return rows
+
+
+@pytest.mark.parametrize(("declared", "arrow_type", "logical"), [
+    ("INTEGER", pa.int64(), None), ("BIGINT UNSIGNED", pa.int64(), None),
+    ("REAL", pa.float64(), None), ("DOUBLE PRECISION", pa.float64(), None),
+    ("FLOAT", pa.float64(), None), ("TEXT", pa.string(), None),
+    ("VARCHAR(20)", pa.string(), None), ("CLOB", pa.string(), None),
+    ("BLOB", pa.binary(), None), ("BOOLEAN", pa.bool_(), None), ("DATE", pa.date32(), None),
+    ("DATETIME", pa.timestamp("us"), None), ("TIMESTAMP", pa.timestamp("us"), None),
+    ("TIMESTAMPTZ", pa.timestamp("us", tz="UTC"), None),
+    ("decimal(10, 2)", pa.decimal128(10, 2), None), ("NUMERIC(38)", pa.decimal128(38, 0), None),
+    ("NUMERIC(50,2)", pa.string(), "decimal"), ("NUMERIC", pa.string(), "decimal"),
+    ("JSON", pa.string(), "json"), ("", DYNAMIC, None), ("STRING", DYNAMIC, None),
+])
+def test_declared_type_mapping(declared: str, arrow_type: pa.DataType, logical: str | None
+                               ) -> None:
+    m = map_declared_type(declared)
+    assert m.arrow_type == arrow_type and m.logical_type == logical
+
+
+def test_describe(tmp_path: Path, opened: list[SqliteSource]) -> None:
+    url = make(tmp_path, """
+        CREATE TABLE a (id INTEGER PRIMARY KEY, name TEXT NOT NULL, note);
+        CREATE TABLE b (x TEXT, y INTEGER);
+        CREATE TABLE c (k2 TEXT, k1 INTEGER, v, PRIMARY KEY (k1, k2)) WITHOUT ROWID;
+        CREATE TABLE d (rowid TEXT, v INTEGER);
+        CREATE TABLE e (rowid TEXT, _rowid_ TEXT, oid TEXT);
+    """, {"a": [(1, "x", None), (2, "y", 3)]})
+    s = source_for(opened, url)
+    assert s.tables() == ["a", "b", "c", "d", "e"]
+    a = s.describe("a")
+    assert a.key_columns == ("id",) and a.primary_key == ("id",) and a.hidden_columns == ()
+    assert [c.nullable for c in a.columns] == [False, False, True]
+    assert a.row_estimate == 2
+    b = s.describe("b")
+    assert b.key_columns == (ROWID,) and b.hidden_columns == (ROWID,) and b.primary_key == ()
+    c = s.describe("c")
+    assert c.primary_key == ("k1", "k2")
+    # the TEXT key is carried raw (with its storage class) in a hidden column
+    assert c.key_columns[0] == "k1" and c.key_columns[1] in c.hidden_columns
+    assert s.describe("d").key_columns == (ROWID,)  # reached through _rowid_
+    with pytest.raises(NoUsableKeyError, match="rowid, _rowid_ and oid"):
+        s.describe("e")
+
+
+def test_rowid_behind_a_column_named_rowid(tmp_path: Path, opened: list[SqliteSource]) -> None:
+    url = make(tmp_path, "CREATE TABLE d (rowid TEXT, v INTEGER);",
+               {"d": [("z", 1), ("a", 2), ("m", 3)]})
+    s = source_for(opened, url)
+    info = s.describe("d")
+    assert read_all(s, info, 1) == [{"rowid": "z", "v": 1}, {"rowid": "a", "v": 2},
+                                    {"rowid": "m", "v": 3}]
+
+
+def test_untyped_key_of_every_storage_class(tmp_path: Path, opened: list[SqliteSource]) -> None:
+    values = [10, 2, "abc", "10", 2.5, b"bl", b"", "", -3, 1e16, 2**63 - 1, "Z", b"\x00"]
+    url = make(tmp_path, "CREATE TABLE t (k PRIMARY KEY, n INTEGER);",
+               {"t": [(v, i) for i, v in enumerate(values)]})
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+        want = [r[0] for r in conn.execute("SELECT k FROM t ORDER BY k")]
+    s = source_for(opened, url)
+    info = s.describe("t")
+    assert info.key_columns == ("k",) and info.hidden_columns == ()
+    for limit in (1, 2, 3, 100):
+        got = [r["k"] for r in read_all(s, info, limit)]
+        assert got == want  # each value once, with its own type, in SQLite's order
+        assert [type(v) for v in got] == [type(v) for v in want]
+
+
+def test_datetime_key_pages_by_its_stored_text(tmp_path: Path, opened: list[SqliteSource]
+                                              ) -> None:
+    stamps = ["2024-01-01 00:00:00", "2024-01-01T00:00:00.25", "2024-01-01 00:00:01",
+              "2023-12-31 23:59:59", "2024-01-01T00:00:02Z", "2024-01-01 00:03",
+              "2024-01-02", "2024-01-01T01:00:04+01:00"]
+    url = make(tmp_path, "CREATE TABLE ev (at DATETIME PRIMARY KEY, n INTEGER);",
+               {"ev": [(t, i) for i, t in enumerate(stamps)]})
+    s = source_for(opened, url)
+    info = s.describe("ev")
+    rows = read_all(s, info, 1)
+    assert [r["n"] for r in rows] == [3, 0, 2, 5, 1, 4, 7, 6]  # SQLite's text order
+    assert [r["at"] for r in rows] == [
+        dt.datetime(2023, 12, 31, 23, 59, 59), dt.datetime(2024, 1, 1),
+        dt.datetime(2024, 1, 1, 0, 0, 1), dt.datetime(2024, 1, 1, 0, 3),
+        dt.datetime(2024, 1, 1, 0, 0, 0, 250000), dt.datetime(2024, 1, 1, 0, 0, 2),
+        # an offset is converted to UTC, a date alone is midnight
+        dt.datetime(2024, 1, 1, 0, 0, 4), dt.datetime(2024, 1, 2)]
+
+
+def test_decimal_and_text_keys(tmp_path: Path, opened: list[SqliteSource]) -> None:
+    url = make(tmp_path, """
+        CREATE TABLE p (amount DECIMAL(12,2) PRIMARY KEY);
+        CREATE TABLE t (code TEXT PRIMARY KEY);
+    """, {
+        "p": [(v,) for v in ("0.1", "0.2", "12345678.91", "-2.5", "7", "1e2", "0.15")],
+        "t": [("b",), ("a",), (b"blob",), ("",), ("é",)],  # a blob in a TEXT key
+    })
+    s = source_for(opened, url)
+    p = read_all(s, s.describe("p"), 1)
+    assert [r["amount"] for r in p] == [decimal.Decimal(v) for v in
+                                        ("-2.50", "0.10", "0.15", "0.20", "7.00", "100.00",
+                                         "12345678.91")]
+    t = read_all(s, s.describe("t"), 2)
+    assert [r["code"] for r in t] == ["", "a", "b", "é", "blob"]
+
+
+def test_values_of_each_type(tmp_path: Path, opened: list[SqliteSource]) -> None:
+    url = make(tmp_path, """
+        CREATE TABLE v (id INTEGER PRIMARY KEY, d DECIMAL(18,2), tz TIMESTAMPTZ, b BOOLEAN,
+                        j JSON, any, r REAL);
+    """, {"v": [
+        (1, "12345678901234.56", "2024-01-01 10:00:00+02:00", 1, '{ "a" : 1 }', 5, 1.5),
+        (2, 3, "2024-01-01 10:00:00", 0, "[1, 2]", "five", None),
+        (3, None, None, None, None, b"\x05", float("inf")),
+        (4, "-0.01", "2024-01-01T10:00:00.5Z", "true", "3.5", 5.5, -0.0),
+    ]})
+    s = source_for(opened, url)
+    rows = read_all(s, s.describe("v"), 10)
+    assert [r["d"] for r in rows] == [decimal.Decimal("12345678901234.56"),
+                                      decimal.Decimal("3.00"), None, decimal.Decimal("-0.01")]
+    assert [r["tz"] for r in rows] == [
+        dt.datetime(2024, 1, 1, 8, tzinfo=UTC), dt.datetime(2024, 1, 1, 10, tzinfo=UTC), None,
+        dt.datetime(2024, 1, 1, 10, 0, 0, 500000, tzinfo=UTC)]
+    assert [r["b"] for r in rows] == [True, False, None, True]
+    assert [r["j"] for r in rows] == ['{"a":1}', "[1,2]", None, "3.5"]
+    assert [r["any"] for r in rows] == [5, "five", b"\x05", 5.5]
+    assert [r["r"] for r in rows][:3] == [1.5, None, float("inf")]
+
+
+def test_a_long_run_of_nulls_before_the_first_value(tmp_path: Path, opened: list[SqliteSource]
+                                                   ) -> None:
+    rows = [(i, None, None) for i in range(40_000)] + [(40_000, 2.5, "2024-01-01")]
+    url = make(tmp_path, "CREATE TABLE n (id INTEGER PRIMARY KEY, r REAL, d DATE);", {"n": rows})
+    s = source_for(opened, url)
+    info = s.describe("n")
+    batches = list(s.read(info, None, 100_000))
+    # the driver infers types from the first rows: the dummy row makes them the declared ones
+    assert len(batches) > 1
+    assert all(b.schema.types == [pa.int64(), pa.float64(), pa.date32()] for b in batches)
+    last = batches[-1].to_pylist()[-1]
+    assert last == {"id": 40_000, "r": 2.5, "d": dt.date(2024, 1, 1)}
+
+
+@pytest.mark.parametrize(("declared", "value", "message"), [
+    ("DATE", "not a date", "column 'c': a value cannot be read as DATE"),
+    ("DECIMAL(5,2)", "1.005", "cannot be read as DECIMAL\\(5,2\\)"),
+    ("DECIMAL(5,2)", "123456", "cannot be read as DECIMAL\\(5,2\\)"),
+    ("JSON", "{not json", "malformed JSON"),
+    ("INTEGER", "abc", "cannot be read as INTEGER"),
+])
+def test_values_that_do_not_fit_their_type(tmp_path: Path, opened: list[SqliteSource],
+                                           declared: str, value: str, message: str) -> None:
+    url = make(tmp_path, f"CREATE TABLE t (id INTEGER PRIMARY KEY, c {declared});",
+               {"t": [(1, value)]})
+    s = source_for(opened, url)
+    with pytest.raises(DataError, match=message):
+        read_all(s, s.describe("t"), 10)
+
+
+def test_errors(tmp_path: Path, opened: list[SqliteSource]) -> None:
+    url = make(tmp_path, "CREATE TABLE events (id INTEGER PRIMARY KEY);")
+    s = source_for(opened, url)
+    with pytest.raises(TableNotFoundError, match="did you mean events"):
+        s.describe("event")
+    with pytest.raises(SourceUnavailableError, match="no such file"):
+        SqliteSource(f"sqlite:///{tmp_path / 'missing.db'}")
+    with pytest.raises(SourceError, match="not a SQLite URL"):
+        SqliteSource("sqlite:/relative")
+    opened.append(open_source(url))  # type: ignore[arg-type]
+    assert opened[-1].tables() == ["events"]
