@@ -1,0 +1,195 @@
+"""What every part of SqlJobStore shares: the engine, transactions with retries, the
+database clock, and the writes that go with a state change (lease log, outbox).
+
+Each public operation is one transaction whose first statement is the conditional
+change itself (``UPDATE … WHERE <condition> RETURNING …``); only if it returns a row do
+the companion writes follow, in the same transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from egress.domain.ids import new_id
+from egress.domain.jobs import ExportState
+from egress.exceptions import StoreError
+from egress.store.engine import (
+    READ_ONLY,
+    is_disconnect,
+    is_retryable,
+    make_engine,
+    now_sql,
+    token_sql,
+)
+from egress.store.schema import deliveries, exports, task_events, tasks
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Attempts of one transaction that hit a serialization failure, a deadlock or SQLite busy.
+TX_ATTEMPTS = 8
+#: Attempts of a read whose connection dropped (a stale pooled connection, a restart).
+READ_RECONNECTS = 3
+ACTIVE = (ExportState.QUEUED.value, ExportState.RUNNING.value)
+TERMINAL = tuple(s.value for s in ExportState if s.terminal)
+#: Exports whose tasks must stop and are never claimed again.
+DEAD = (ExportState.CANCELLED.value, ExportState.FAILED.value)
+
+
+def running_tasks(export_id: Any) -> sa.Exists:
+    return sa.exists().where(tasks.c.export_id == export_id, tasks.c.state == "running")
+
+
+class SqlCore:
+    def __init__(self, url: str, **engine_kwargs: Any) -> None:
+        self._engine = make_engine(url, **engine_kwargs)
+        self.dialect = self._engine.dialect.name
+        self._now = sa.literal_column(now_sql(self.dialect), sa.Double)
+        self._token = sa.literal_column(token_sql(self.dialect), sa.String)
+        self._insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+
+    @property
+    def engine(self) -> sa.Engine:
+        return self._engine
+
+    def _seconds(self, value: float | None) -> sa.ColumnElement[float]:
+        """``now + value`` on the database clock (NULL when ``value`` is None)."""
+        return self._now + sa.literal(None if value is None else float(value), sa.Double)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        from egress.store.migrations import upgrade
+
+        try:
+            upgrade(self._engine)
+        except sa.exc.DBAPIError as exc:
+            raise StoreError(f"job store migration failed: {exc.orig}") from exc
+
+    def now(self) -> float:
+        return self._tx(lambda c: float(c.execute(sa.select(self._now)).scalar_one()),
+                        read_only=True)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # --- transactions -------------------------------------------------------------------
+
+    def _tx(
+        self,
+        fn: Callable[[Connection], T],
+        *,
+        read_only: bool = False,
+        passthrough: tuple[type[Exception], ...] = (),
+    ) -> T:
+        """Run ``fn`` in one transaction; run it again when the database asks for it.
+
+        A write that lost its connection is not retried: it may have committed, and
+        only the caller knows whether doing it again is safe. It raises StoreError
+        (transient); the next call gets a fresh connection (``pool_pre_ping``).
+        """
+        for attempt in range(1, TX_ATTEMPTS + 1):
+            try:
+                with self._engine.connect() as conn:
+                    if read_only:
+                        conn.execution_options(**{READ_ONLY: True})
+                    with conn.begin():
+                        return fn(conn)
+            except passthrough:
+                raise
+            except sa.exc.DBAPIError as exc:
+                retry = is_retryable(exc) or (
+                    read_only and is_disconnect(exc) and attempt < READ_RECONNECTS
+                )
+                if retry and attempt < TX_ATTEMPTS:
+                    log.debug("store transaction retried", extra={"attempt": attempt})
+                    time.sleep(min(1.0, 0.01 * 2**attempt) * random.uniform(0.5, 1.5))
+                    continue
+                lines = str(exc.orig).strip().splitlines() if exc.orig else []
+                reason = lines[0] if lines else type(exc).__name__
+                if is_retryable(exc) or is_disconnect(exc):
+                    raise StoreError(f"job store unavailable: {reason}") from exc
+                err = StoreError(f"job store refused the operation: {reason}")
+                err.transient = False
+                raise err from exc
+        raise AssertionError("unreachable")
+
+    # --- companion writes ---------------------------------------------------------------
+
+    def _events(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            conn.execute(task_events.insert(), list(rows))
+
+    def _log_end(
+        self, conn: Connection, task_id: str, token: str, kind: str, row: sa.Row[Any]
+    ) -> None:
+        """Log the end of a lease (``row``: the task's export_id and updated_at)."""
+        # The lease is cleared by now: its holder is on the lease log's claim row.
+        holder = (
+            sa.select(task_events.c.worker)
+            .where(task_events.c.task_id == task_id, task_events.c.lease_token == token,
+                   task_events.c.kind == "claim")
+            .limit(1)
+            .scalar_subquery()
+        )
+        conn.execute(task_events.insert().values(
+            task_id=task_id, export_id=row.export_id, kind=kind, lease_token=token,
+            worker=holder, at=row.updated_at,
+        ))
+
+    def _settle(self, conn: Connection, export_id: str) -> None:
+        # A dead export stops asking its tasks to stop once none of them runs:
+        # cancel_requested False on a cancelled/failed export = its outputs may go.
+        conn.execute(
+            sa.update(exports)
+            .where(exports.c.id == export_id, exports.c.cancel_requested.is_(True),
+                   ~running_tasks(export_id))
+            .values(cancel_requested=False, updated_at=self._now)
+        )
+
+    def _cancel_queued(self, conn: Connection, export_id: str) -> None:
+        done = conn.execute(
+            sa.update(tasks)
+            .where(tasks.c.export_id == export_id, tasks.c.state == "queued")
+            .values(state="cancelled", updated_at=self._now)
+            .returning(tasks.c.id, tasks.c.updated_at)
+        ).all()
+        self._events(conn, [
+            {"task_id": r.id, "export_id": export_id, "kind": "cancel", "lease_token": None,
+             "worker": None, "at": r.updated_at}
+            for r in done
+        ])
+
+    def _outbox(self, conn: Connection, row: sa.Row[Any], event: str) -> None:
+        """Queue the export's webhook in the transaction that ends it."""
+        if not row.callback_url:
+            return
+        data = {"id": row.id, "project": row.project, "state": row.state,
+                "error": row.error, "finished_at": row.finished_at}
+        conn.execute(deliveries.insert().values(
+            id=new_id("dlv"), export_id=row.id, project=row.project, event_type=event,
+            url=row.callback_url, payload={"type": event, "data": data}, state="pending",
+            attempts=0, next_attempt_at=self._now, created_at=self._now, updated_at=self._now,
+        ))
+
+    def _fail_export(self, conn: Connection, export_id: str, error: str) -> bool:
+        row = conn.execute(
+            sa.update(exports)
+            .where(exports.c.id == export_id, exports.c.state.in_(ACTIVE))
+            .values(state="failed", error=error, finished_at=self._now, updated_at=self._now,
+                    cancel_requested=running_tasks(export_id))
+            .returning(*exports.c)
+        ).first()
+        if row is None:
+            return False
+        self._cancel_queued(conn, export_id)
+        self._outbox(conn, row, "export.failed")
+        return True

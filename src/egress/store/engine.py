@@ -1,0 +1,135 @@
+"""Engines for the job store, the few per-dialect SQL fragments, and error translation.
+
+SQLite: WAL (readers never block the writer), a busy timeout, foreign keys on, and every
+write transaction opened with ``BEGIN IMMEDIATE`` so a transaction takes the write lock
+up front instead of failing to upgrade a read lock half way (SQLAlchemy's documented
+pysqlite recipe: turn off the driver's own BEGIN, emit ours in the ``begin`` event).
+Several processes can share one file this way.
+
+PostgreSQL: psycopg 3, ``pool_pre_ping`` so connections dropped by a server restart
+are replaced, READ COMMITTED (conditional UPDATEs re-check their WHERE on the newest
+row version, which is all the store needs).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine, make_url
+
+from egress.exceptions import ConfigError
+
+#: Execution option on a Connection: open its transaction read-only (SQLite: plain BEGIN).
+READ_ONLY = "egress_read_only"
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+# SQLSTATEs after which the whole transaction can simply run again.
+_RETRY_SQLSTATES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+
+
+def normalize_url(url: str) -> sa.URL:
+    """Accept ``postgresql://``/``postgres://`` (use psycopg 3) and ``sqlite:///path``."""
+    try:
+        parsed = make_url(url.replace("postgres://", "postgresql://", 1))
+    except sa.exc.ArgumentError as exc:
+        raise ConfigError(
+            "store url is not a URL; use sqlite:///PATH or postgresql://USER@HOST/DB"
+        ) from exc
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.get_driver_name() not in ("psycopg", "postgresql"):
+            raise ConfigError(
+                f"store driver {parsed.drivername!r} is not supported; "
+                "use postgresql:// (psycopg 3)"
+            )
+        return parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise ConfigError(
+                "an in-memory SQLite store would vanish with its connection; "
+                "use sqlite:///PATH to a file"
+            )
+        return parsed.set(drivername="sqlite+pysqlite")
+    raise ConfigError(
+        f"store backend {parsed.get_backend_name()!r} is not supported; "
+        "known: postgresql, sqlite"
+    )
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = sa.create_engine(
+            parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, **kwargs
+        )
+        _sqlite_hooks(engine)
+        return engine
+    return sa.create_engine(parsed, pool_pre_ping=True, **kwargs)
+
+
+def _sqlite_hooks(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        # The driver must not open transactions itself; the "begin" hook below does.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        # Durable across process crashes; a power loss may drop the newest commits,
+        # which the checkpoint protocol survives (a part is redone).
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        read_only = conn.get_execution_options().get(READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+
+def now_sql(dialect: str) -> str:
+    """The database clock as seconds since the epoch (double precision).
+
+    PostgreSQL: ``statement_timestamp()`` rather than ``clock_timestamp()``: one value
+    for the whole statement (as SQLite's 'now' is), and stable, so it can bound an
+    index scan; ``now()`` would be the start of the transaction.
+    """
+    if dialect == "postgresql":
+        return "(extract(epoch from statement_timestamp())::double precision)"
+    return "((julianday('now') - 2440587.5) * 86400.0)"
+
+
+def token_sql(dialect: str) -> str:
+    """A new random lease token per row (32 hex digits)."""
+    if dialect == "postgresql":
+        return "replace(gen_random_uuid()::text, '-', '')"
+    return "lower(hex(randomblob(16)))"
+
+
+def sqlstate(exc: sa.exc.DBAPIError) -> str | None:
+    return getattr(exc.orig, "sqlstate", None)
+
+
+def is_retryable(exc: sa.exc.DBAPIError) -> bool:
+    """The transaction was rolled back and running it again is safe and may succeed."""
+    if sqlstate(exc) in _RETRY_SQLSTATES:
+        return True
+    # SQLite: the busy timeout ran out while another process held the write lock.
+    text = str(exc.orig).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
+def is_disconnect(exc: sa.exc.DBAPIError) -> bool:
+    """The database could not be reached or dropped the connection (transient)."""
+    if exc.connection_invalidated or isinstance(exc, sa.exc.InterfaceError):
+        return True
+    if not isinstance(exc, sa.exc.OperationalError):
+        return False
+    if isinstance(exc.orig, sqlite3.Error):
+        # pysqlite also raises OperationalError for SQL errors ("no such table").
+        text = str(exc.orig).lower()
+        return any(s in text for s in ("unable to open", "disk i/o", "locked", "busy"))
+    return True  # psycopg: connection refused/reset, server shutting down, timeouts

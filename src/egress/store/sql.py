@@ -1,0 +1,29 @@
+"""SqlJobStore: the JobStore on SQLAlchemy Core, one code path for SQLite and PostgreSQL.
+
+Every state change is one conditional UPDATE (``… WHERE id = :id AND lease_token = :t
+AND state = 'running' RETURNING …``); what goes with it (the lease log, the export's
+state, the webhook outbox) is written in the same transaction. Zero rows means the
+condition no longer holds (a lost lease, an export that moved on): the operation
+returns False or None and changes nothing.
+
+The code is split by subject: ``core`` (transactions, clock, companion writes),
+``sql_exports``, ``sql_tasks`` and ``claim``. What differs by dialect is confined to
+``engine`` (clock, tokens, connection setup) and the claim's ``SKIP LOCKED``. All SQL
+of egress lives in this package.
+"""
+
+from __future__ import annotations
+
+from egress.store.sql_exports import ExportOps
+from egress.store.sql_tasks import TaskOps
+
+
+class SqlJobStore(ExportOps, TaskOps):
+    """A job store at ``url``: ``sqlite:///PATH`` or ``postgresql://…`` (psycopg 3).
+
+    Thread-safe (a connection pool); several processes may share one store.
+    Operations raise StoreError when the database cannot be reached (transient).
+    """
+
+
+__all__ = ["SqlJobStore"]

@@ -1,0 +1,239 @@
+"""Export operations of SqlJobStore: create (idempotent), read, cancel, fail, retry, delete."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from egress.domain.ids import new_id
+from egress.domain.jobs import ExportRecord, ExportState, TaskRecord
+from egress.exceptions import IdempotencyConflictError, StoreError
+from egress.store import records
+from egress.store.core import ACTIVE, DEAD, TERMINAL, SqlCore, running_tasks
+from egress.store.schema import exports, projects
+from egress.store.schema import tasks as task_table
+
+
+def _not_done(export_id: Any) -> sa.Exists:
+    return sa.exists().where(task_table.c.export_id == export_id, task_table.c.state != "done")
+
+
+class ExportOps(SqlCore):
+    def export_create(
+        self, export: ExportRecord, tasks: Sequence[TaskRecord]
+    ) -> tuple[ExportRecord, bool]:
+        export_id = export.id or new_id("exp")
+        by_key = sa.select(exports).where(
+            exports.c.project == export.project,
+            exports.c.idempotency_key == export.idempotency_key,
+        )
+
+        def run(conn: Connection) -> tuple[ExportRecord, bool]:
+            if export.idempotency_key is not None:
+                found = conn.execute(by_key).first()
+                if found is not None:
+                    return self._replay(found, export), False
+            conn.execute(
+                self._insert(projects)
+                .values(id=export.project, created_at=self._now)
+                .on_conflict_do_nothing(index_elements=["id"])
+            )
+            row = conn.execute(
+                exports.insert()
+                .values(**records.export_values(export, export_id), created_at=self._now,
+                        updated_at=self._now, deadline_at=self._seconds(export.max_duration))
+                .returning(*exports.c)
+            ).one()
+            if tasks:
+                conn.execute(
+                    task_table.insert().values(run_after=self._now, created_at=self._now,
+                                          updated_at=self._now),
+                    [records.task_values(t, t.id or new_id("tsk"), export, export_id)
+                     for t in tasks],
+                )
+            return records.export_record(row), True
+
+        try:
+            return self._tx(run, passthrough=(sa.exc.IntegrityError,))
+        except sa.exc.IntegrityError as exc:
+            # A concurrent create with the same key committed first: answer with it.
+            found = None
+            if export.idempotency_key is not None:
+                found = self._tx(lambda c: c.execute(by_key).first(), read_only=True)
+            if found is None:
+                err = StoreError(f"export {export_id} could not be stored: {exc.orig}")
+                err.transient = False
+                raise err from exc
+            return self._replay(found, export), False
+
+    @staticmethod
+    def _replay(found: sa.Row[Any], export: ExportRecord) -> ExportRecord:
+        if found.request_hash != export.request_hash:
+            raise IdempotencyConflictError(
+                f"idempotency key {export.idempotency_key!r} was already used in project "
+                f"{export.project!r} for export {found.id} with a different request; "
+                "repeat a key only with the same request, or use a new key"
+            )
+        return records.export_record(found)
+
+    def _read_exports(self, query: sa.Select[Any]) -> list[ExportRecord]:
+        rows = self._tx(lambda c: c.execute(query).all(), read_only=True)
+        return [records.export_record(r) for r in rows]
+
+    def _in_project(self, conn: Connection, project: str, export_id: str) -> ExportRecord | None:
+        found = conn.execute(sa.select(exports).where(
+            exports.c.id == export_id, exports.c.project == project)).first()
+        return records.export_record(found) if found is not None else None
+
+    def export_get(self, project: str | None, export_id: str) -> ExportRecord | None:
+        query = sa.select(exports).where(exports.c.id == export_id)
+        if project is not None:
+            query = query.where(exports.c.project == project)
+        found = self._read_exports(query)
+        return found[0] if found else None
+
+    def export_list(
+        self,
+        project: str,
+        *,
+        states: Sequence[ExportState] | None = None,
+        limit: int = 50,
+        before_id: str | None = None,
+    ) -> list[ExportRecord]:
+        query = sa.select(exports).where(exports.c.project == project)
+        if states is not None:
+            query = query.where(exports.c.state.in_([ExportState(s).value for s in states]))
+        if before_id is not None:
+            query = query.where(exports.c.id < before_id)
+        return self._read_exports(query.order_by(exports.c.id.desc()).limit(limit))
+
+    def export_complete(self, export_id: str, manifest: dict[str, Any]) -> bool:
+        stmt = (
+            sa.update(exports)
+            .where(exports.c.id == export_id, exports.c.state == "running",
+                   ~_not_done(export_id))
+            .values(state="completed", manifest=manifest, finished_at=self._now,
+                    updated_at=self._now)
+            .returning(*exports.c)
+        )
+
+        def run(conn: Connection) -> bool:
+            row = conn.execute(stmt).first()
+            if row is not None:
+                self._outbox(conn, row, "export.completed")
+            return row is not None
+
+        return self._tx(run)
+
+    def export_fail(self, export_id: str, error: str) -> bool:
+        return self._tx(lambda c: self._fail_export(c, export_id, error))
+
+    def export_cancel(self, project: str, export_id: str) -> ExportRecord | None:
+        stmt = (
+            sa.update(exports)
+            .where(exports.c.id == export_id, exports.c.project == project,
+                   exports.c.state.in_(ACTIVE))
+            .values(state="cancelled", finished_at=self._now, updated_at=self._now,
+                    cancel_requested=running_tasks(export_id))
+            .returning(*exports.c)
+        )
+
+        def run(conn: Connection) -> ExportRecord | None:
+            row = conn.execute(stmt).first()
+            if row is None:  # terminal already, or not in this project
+                return self._in_project(conn, project, export_id)
+            self._cancel_queued(conn, export_id)
+            return records.export_record(row)
+
+        return self._tx(run)
+
+    def export_retry(self, project: str, export_id: str) -> ExportRecord | None:
+        restart = exports.c.cleaned_at.is_not(None)
+        stmt = (
+            sa.update(exports)
+            .where(exports.c.id == export_id, exports.c.project == project,
+                   exports.c.state == "failed", ~running_tasks(export_id))
+            # Every task done already (it failed while finalizing): finalizable at once.
+            .values(state=sa.case((sa.or_(restart, _not_done(export_id)), "queued"),
+                                  else_="running"),
+                    error=None, finished_at=None, cancel_requested=False,
+                    updated_at=self._now, deadline_at=self._now + exports.c.max_duration)
+            .returning(*exports.c)
+        )
+
+        def run(conn: Connection) -> ExportRecord | None:
+            row = conn.execute(stmt).first()
+            if row is None:  # not failed, still stopping, or not in this project
+                return self._in_project(conn, project, export_id)
+            requeue = sa.update(task_table).where(task_table.c.export_id == export_id)
+            values: dict[str, Any] = {"state": "queued", "attempts": 0, "error": None,
+                                      "run_after": self._now, "updated_at": self._now}
+            if row.cleaned_at is None:
+                # Outputs are still there: continue from the checkpoints.
+                requeue = requeue.where(task_table.c.state.in_(("failed", "cancelled")))
+            else:
+                # Its outputs were removed: every task starts over (keeping its plan).
+                values.update(checkpoint=None, rows=0, bytes=0)
+                conn.execute(sa.update(exports).where(exports.c.id == export_id)
+                             .values(cleaned_at=None))
+            requeued = conn.execute(
+                requeue.values(**values).returning(task_table.c.id, task_table.c.updated_at)
+            ).all()
+            self._events(conn, [
+                {"task_id": r.id, "export_id": export_id, "kind": "requeue",
+                 "lease_token": None, "worker": None, "at": r.updated_at}
+                for r in requeued
+            ])
+            return records.export_record(row)
+
+        return self._tx(run)
+
+    def export_delete(self, project: str, export_id: str) -> bool:
+        stmt = (
+            sa.delete(exports)
+            .where(exports.c.id == export_id, exports.c.project == project,
+                   exports.c.state.in_(TERMINAL), ~running_tasks(export_id))
+            .returning(exports.c.id)
+        )
+        # Its tasks, lease log and deliveries go with it (ON DELETE CASCADE).
+        return self._tx(lambda c: c.execute(stmt).first() is not None)
+
+    def export_list_finalizable(self) -> list[ExportRecord]:
+        return self._read_exports(
+            sa.select(exports)
+            .where(exports.c.state == "running", ~_not_done(exports.c.id))
+            .order_by(exports.c.id)
+        )
+
+    def export_list_overdue(self) -> list[ExportRecord]:
+        return self._read_exports(
+            sa.select(exports)
+            .where(exports.c.state.in_(ACTIVE), exports.c.deadline_at <= self._now)
+            .order_by(exports.c.id)
+        )
+
+    def export_count_active(self) -> int:
+        query = sa.select(sa.func.count()).where(exports.c.state.in_(ACTIVE))
+        return int(self._tx(lambda c: c.execute(query).scalar_one(), read_only=True))
+
+    def export_list_cancelled_with_outputs(self) -> list[ExportRecord]:
+        # Not while a task still runs: it could write after the outputs were removed.
+        return self._read_exports(
+            sa.select(exports)
+            .where(exports.c.state.in_(DEAD), exports.c.cleaned_at.is_(None),
+                   ~running_tasks(exports.c.id))
+            .order_by(exports.c.id)
+        )
+
+    def export_mark_cleaned(self, export_id: str) -> bool:
+        stmt = (
+            sa.update(exports)
+            .where(exports.c.id == export_id, exports.c.state.in_(DEAD),
+                   exports.c.cleaned_at.is_(None), ~running_tasks(export_id))
+            .values(cleaned_at=self._now, updated_at=self._now)
+            .returning(exports.c.id)
+        )
+        return self._tx(lambda c: c.execute(stmt).first() is not None)

@@ -1,0 +1,218 @@
+"""Task operations of SqlJobStore: claim, heartbeat, commit, requeue, finish, fail, rescue.
+
+Everything fenced takes the lease token and changes the row only while that token
+holds a running task (``_fenced``); zero rows means the lease is lost: False.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from egress.domain.jobs import Heartbeat, TaskRecord
+from egress.store import records
+from egress.store.base import LeaseEvent
+from egress.store.claim import claim_statement
+from egress.store.core import DEAD, SqlCore
+from egress.store.schema import exports, task_events, tasks
+
+
+class TaskOps(SqlCore):
+
+    def task_list(self, export_id: str) -> list[TaskRecord]:
+        query = sa.select(tasks).where(tasks.c.export_id == export_id).order_by(tasks.c.seq)
+        rows = self._tx(lambda c: c.execute(query).all(), read_only=True)
+        return [records.task_record(r) for r in rows]
+
+    def task_get(self, task_id: str) -> TaskRecord | None:
+        query = sa.select(tasks).where(tasks.c.id == task_id)
+        row = self._tx(lambda c: c.execute(query).first(), read_only=True)
+        return records.task_record(row) if row is not None else None
+
+    def task_claim(
+        self, worker: str, *, lease_seconds: float, project_cap: int, limit: int = 1
+    ) -> list[TaskRecord]:
+        if limit < 1 or project_cap < 1:
+            return []
+        stmt = claim_statement(self._now, self._token, worker=worker,
+                               lease_seconds=lease_seconds, project_cap=project_cap,
+                               limit=limit)
+
+        def run(conn: Connection) -> list[TaskRecord]:
+            claimed = [records.task_record(r) for r in conn.execute(stmt).all()]
+            if not claimed:
+                return []
+            # The export starts with its first claimed task; sorted ids keep the lock
+            # order the same in every claimer.
+            started = sorted({t.export_id for t in claimed})
+            conn.execute(
+                sa.update(exports)
+                .where(exports.c.id == sa.bindparam("eid"), exports.c.state == "queued")
+                .values(state="running", started_at=sa.func.coalesce(exports.c.started_at,
+                                                                     self._now),
+                        updated_at=self._now),
+                [{"eid": e} for e in started],
+            )
+            self._events(conn, [
+                {"task_id": t.id, "export_id": t.export_id, "kind": "claim",
+                 "lease_token": t.lease_token, "worker": worker, "at": t.updated_at}
+                for t in claimed
+            ])
+            return sorted(claimed, key=lambda t: (t.run_after, t.created_at, t.seq))
+
+        return self._tx(run)
+
+    def _fenced(self, task_id: str, token: str) -> sa.Update:
+        """An UPDATE that only touches the task while ``token`` holds its lease."""
+        return sa.update(tasks).where(
+            tasks.c.id == task_id, tasks.c.lease_token == token, tasks.c.state == "running"
+        )
+
+    def task_heartbeat(self, task_id: str, token: str, lease_seconds: float) -> Heartbeat:
+        stop = (
+            sa.select(sa.or_(exports.c.cancel_requested.is_(True), exports.c.state.in_(DEAD)))
+            .where(exports.c.id == tasks.c.export_id)
+            .correlate(tasks)
+            .scalar_subquery()
+        )
+        stmt = (
+            self._fenced(task_id, token)
+            .values(lease_expires_at=self._seconds(lease_seconds),
+                    updated_at=self._now)
+            .returning(tasks.c.lease_expires_at, stop.label("stop"))
+        )
+        row = self._tx(lambda c: c.execute(stmt).first())
+        if row is None:
+            return Heartbeat(alive=False)
+        return Heartbeat(alive=True, cancel_requested=bool(row.stop),
+                         lease_expires_at=row.lease_expires_at)
+
+    def task_commit(
+        self,
+        task_id: str,
+        token: str,
+        *,
+        checkpoint: dict[str, Any],
+        rows: int,
+        bytes: int,
+        spec: dict[str, Any] | None = None,
+    ) -> bool:
+        values: dict[str, Any] = {"checkpoint": checkpoint, "rows": rows, "bytes": bytes,
+                                  "updated_at": self._now}
+        if spec is not None:
+            values["spec"] = spec
+        stmt = (self._fenced(task_id, token).values(**values)
+                .returning(tasks.c.export_id, tasks.c.lease_owner, tasks.c.updated_at))
+
+        def run(conn: Connection) -> bool:
+            row = conn.execute(stmt).first()
+            if row is None:
+                return False
+            self._events(conn, [{"task_id": task_id, "export_id": row.export_id,
+                                 "kind": "commit", "lease_token": token,
+                                 "worker": row.lease_owner, "at": row.updated_at}])
+            return True
+
+        return self._tx(run)
+
+    def _end_lease(self, task_id: str, token: str, kind: str, **values: Any) -> bool:
+        stmt = (
+            self._fenced(task_id, token)
+            .values(lease_owner=None, lease_token=None, lease_expires_at=None,
+                    updated_at=self._now, **values)
+            .returning(tasks.c.export_id, tasks.c.state, tasks.c.updated_at)
+        )
+
+        def run(conn: Connection) -> bool:
+            row = conn.execute(stmt).first()
+            if row is None:
+                return False
+            self._log_end(conn, task_id, token, "cancel" if row.state == "cancelled"
+                          else kind, row)
+            self._settle(conn, row.export_id)
+            return True
+
+        return self._tx(run)
+
+    def _back_to_queue(self) -> sa.Case[Any]:
+        # A task let go while its export is cancelled or failed is not queued again.
+        dead = (sa.exists().where(exports.c.id == tasks.c.export_id,
+                                  exports.c.state.in_(DEAD)).correlate(tasks))
+        return sa.case((dead, "cancelled"), else_="queued")
+
+    def task_requeue(
+        self,
+        task_id: str,
+        token: str,
+        *,
+        delay: float = 0.0,
+        error: str | None = None,
+        count_attempt: bool = False,
+    ) -> bool:
+        return self._end_lease(
+            task_id, token, "requeue",
+            state=self._back_to_queue(), error=error,
+            run_after=self._seconds(max(0.0, delay)),
+            attempts=tasks.c.attempts + (1 if count_attempt else 0),
+        )
+
+    def task_finish(self, task_id: str, token: str) -> bool:
+        return self._end_lease(task_id, token, "finish", state="done", error=None)
+
+    def task_fail(self, task_id: str, token: str, error: str) -> bool:
+        stmt = (
+            self._fenced(task_id, token)
+            .values(state="failed", error=error, lease_owner=None, lease_token=None,
+                    lease_expires_at=None, updated_at=self._now)
+            .returning(tasks.c.export_id, tasks.c.table_name, tasks.c.state,
+                       tasks.c.updated_at)
+        )
+
+        def run(conn: Connection) -> bool:
+            row = conn.execute(stmt).first()
+            if row is None:
+                return False
+            self._log_end(conn, task_id, token, "fail", row)
+            self._fail_export(conn, row.export_id, f"table {row.table_name!r}: {error}")
+            self._settle(conn, row.export_id)
+            return True
+
+        return self._tx(run)
+
+    def task_rescue_expired(self) -> int:
+        expired = (
+            sa.select(tasks.c.id, tasks.c.lease_token)
+            .where(tasks.c.state == "running", tasks.c.lease_expires_at < self._now)
+        )
+        found = self._tx(lambda c: c.execute(expired).all(), read_only=True)
+        if not found:
+            return 0  # the common case takes no write lock
+
+        def run(conn: Connection) -> int:
+            count = 0
+            for task_id, token in found:
+                # Still the same expired lease? (Its owner may have renewed or released it.)
+                row = conn.execute(
+                    self._fenced(task_id, token)
+                    .where(tasks.c.lease_expires_at < self._now)
+                    .values(state=self._back_to_queue(), lease_owner=None, lease_token=None,
+                            lease_expires_at=None, run_after=self._now, updated_at=self._now)
+                    .returning(tasks.c.export_id, tasks.c.state, tasks.c.updated_at)
+                ).first()
+                if row is not None:
+                    count += 1
+                    self._log_end(conn, task_id, token, "cancel" if row.state ==
+                                  "cancelled" else "rescue", row)
+                    self._settle(conn, row.export_id)
+            return count
+
+        return self._tx(run)
+
+    def lease_events(self, task_id: str | None = None) -> list[LeaseEvent]:
+        query = sa.select(task_events).order_by(task_events.c.id)
+        if task_id is not None:
+            query = query.where(task_events.c.task_id == task_id)
+        rows = self._tx(lambda c: c.execute(query).all(), read_only=True)
+        return [records.lease_event(r) for r in rows]

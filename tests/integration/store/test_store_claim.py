@@ -1,0 +1,121 @@
+"""Conformance: claiming — the lease it sets, fair order across projects, the cap."""
+
+from __future__ import annotations
+
+import time
+
+from egress.domain.jobs import ExportState, TaskState
+from egress.store.sql import SqlJobStore
+
+
+def test_claim_sets_a_new_lease_and_starts_the_export(store: SqlJobStore, make_export):
+    record, _ = make_export("p", ("a", "b"))
+    before = store.now()
+    claimed = store.task_claim("worker-1", lease_seconds=30, project_cap=10, limit=5)
+    after = store.now()
+    assert [t.table for t in claimed] == ["a", "b"]
+    for task in claimed:
+        assert task.state is TaskState.RUNNING and task.lease_owner == "worker-1"
+        assert before + 30 <= task.lease_expires_at <= after + 30
+    tokens = {t.lease_token for t in claimed}
+    assert len(tokens) == 2 and all(len(t) == 32 for t in tokens)
+    started = store.export_get("p", record.id)
+    assert started.state is ExportState.RUNNING
+    assert before <= started.started_at <= after
+    events = store.lease_events()
+    assert [(e.kind, e.task_id, e.lease_token, e.worker) for e in events] == [
+        ("claim", t.id, t.lease_token, "worker-1") for t in claimed
+    ]
+    assert store.task_claim("worker-2", lease_seconds=30, project_cap=10) == []
+
+
+def test_each_claim_gets_a_new_token(store: SqlJobStore, make_export):
+    make_export("p", ("a",))
+    first = store.task_claim("w", lease_seconds=5, project_cap=10)[0]
+    started = store.export_get("p", first.export_id).started_at
+    store.task_requeue(first.id, first.lease_token)
+    second = store.task_claim("w", lease_seconds=5, project_cap=10)[0]
+    assert second.id == first.id and second.lease_token != first.lease_token
+    # The export stays running and keeps its first start time.
+    assert store.export_get("p", first.export_id).started_at == started
+
+
+def _claim_one(store: SqlJobStore, cap: int = 10) -> tuple[str, str] | None:
+    claimed = store.task_claim("w", lease_seconds=30, project_cap=cap)
+    return (claimed[0].project, claimed[0].table) if claimed else None
+
+
+def test_fewest_running_project_goes_first(store: SqlJobStore, make_export):
+    make_export("big", ("a1", "a2", "a3"))
+    time.sleep(0.01)
+    make_export("small", ("b1",))
+    time.sleep(0.01)
+    make_export("other", ("c1", "c2"))
+    order = [_claim_one(store) for _ in range(7)]
+    # Oldest task of the least busy project each time; ties go to the oldest task.
+    assert order == [
+        ("big", "a1"), ("small", "b1"), ("other", "c1"),
+        ("big", "a2"), ("other", "c2"), ("big", "a3"), None,
+    ]
+
+
+def test_one_claim_of_many_interleaves_projects(store: SqlJobStore, make_export):
+    make_export("big", ("a1", "a2", "a3"))
+    time.sleep(0.01)
+    make_export("small", ("b1",))
+    claimed = store.task_claim("w", lease_seconds=30, project_cap=10, limit=3)
+    assert [t.table for t in claimed[:1]] == ["a1"]
+    assert {t.table for t in claimed} == {"a1", "b1", "a2"}
+
+
+def test_project_cap_limits_running_tasks(store: SqlJobStore, make_export):
+    make_export("big", ("a1", "a2", "a3", "a4"))
+    make_export("small", ("b1", "b2"))
+    claimed = store.task_claim("w", lease_seconds=30, project_cap=2, limit=10)
+    assert sorted(t.table for t in claimed) == ["a1", "a2", "b1", "b2"]
+    assert store.task_claim("w", lease_seconds=30, project_cap=2, limit=10) == []
+    a1 = next(t for t in claimed if t.table == "a1")
+    store.task_finish(a1.id, a1.lease_token)
+    assert [t.table for t in store.task_claim("w", lease_seconds=30, project_cap=2, limit=10)] \
+        == ["a3"]
+    # A requeued task counts as not running: its slot is free for the next claim.
+    b1 = next(t for t in claimed if t.table == "b1")
+    store.task_requeue(b1.id, b1.lease_token)
+    assert [t.table for t in store.task_claim("w", lease_seconds=30, project_cap=2)] == ["b1"]
+
+
+def test_requeued_task_waits_behind_ready_ones(store: SqlJobStore, make_export):
+    make_export("p", ("a", "b"))
+    a = store.task_claim("w", lease_seconds=30, project_cap=10)[0]
+    store.task_requeue(a.id, a.lease_token)  # end of a slice: ready again, but later
+    assert _claim_one(store) == ("p", "b")
+    assert _claim_one(store) == ("p", "a")
+
+
+def test_backoff_delays_the_next_claim(store: SqlJobStore, make_export):
+    make_export("p", ("a",))
+    a = store.task_claim("w", lease_seconds=30, project_cap=10)[0]
+    store.task_requeue(a.id, a.lease_token, delay=0.3, error="timeout", count_attempt=True)
+    task = store.task_get(a.id)
+    assert task.state is TaskState.QUEUED and task.error == "timeout" and task.attempts == 1
+    assert store.task_claim("w", lease_seconds=30, project_cap=10) == []
+    time.sleep(0.35)
+    assert [t.id for t in store.task_claim("w", lease_seconds=30, project_cap=10)] == [a.id]
+
+
+def test_tasks_of_cancelled_or_failed_exports_are_never_claimed(store: SqlJobStore, make_export):
+    cancelled, _ = make_export("p", ("a",))
+    failed, _ = make_export("p", ("b", "c"))
+    live, _ = make_export("p", ("d",))
+    store.export_cancel("p", cancelled.id)
+    store.export_fail(failed.id, "gone")
+    claimed = store.task_claim("w", lease_seconds=30, project_cap=10, limit=10)
+    assert [t.export_id for t in claimed] == [live.id]
+
+
+def test_nothing_to_claim(store: SqlJobStore, make_export):
+    assert store.task_claim("w", lease_seconds=30, project_cap=10) == []
+    make_export("p", ("a",))
+    assert store.task_claim("w", lease_seconds=30, project_cap=10, limit=0) == []
+    assert store.task_claim("w", lease_seconds=30, project_cap=0) == []
+    assert store.export_count_active() == 1

@@ -1,0 +1,117 @@
+"""Store URLs, SQLite settings, and what happens when PostgreSQL goes away and comes back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from egress.exceptions import ConfigError, StoreError
+from egress.store.engine import normalize_url
+from egress.store.sql import SqlJobStore
+from pgserver import free_port, running_server
+
+
+def test_urls_are_normalized():
+    assert normalize_url("postgresql://u@h/db").drivername == "postgresql+psycopg"
+    assert normalize_url("postgres://u@h/db").drivername == "postgresql+psycopg"
+    assert normalize_url("postgresql+psycopg://u@h/db").drivername == "postgresql+psycopg"
+    assert normalize_url("sqlite:////tmp/x.db").drivername == "sqlite+pysqlite"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://u@h/db", "known: postgresql, sqlite"),
+        ("postgresql+asyncpg://u@h/db", "use postgresql://"),
+        ("sqlite://", "use sqlite:///PATH"),
+        ("not a url", "not a URL"),
+    ],
+)
+def test_unsupported_urls_are_config_errors(url: str, message: str):
+    with pytest.raises(ConfigError, match=message):
+        SqlJobStore(url)
+
+
+def test_sqlite_store_uses_wal_and_immediate_writes(tmp_path: Path, export_request):
+    store = SqlJobStore(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        store.migrate()
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
+        # A write transaction holds the write lock from its start: a second writer
+        # waits instead of failing half way.
+        with store.engine.connect() as first:
+            first.begin()
+            other = sa.create_engine(f"sqlite:///{tmp_path / 'store.db'}",
+                                     connect_args={"timeout": 0.1})
+            with other.connect() as second, pytest.raises(sa.exc.OperationalError,
+                                                         match="locked"):
+                second.exec_driver_sql("BEGIN IMMEDIATE")
+            other.dispose()
+            first.rollback()
+    finally:
+        store.close()
+
+
+def test_unreachable_postgres_is_a_transient_store_error():
+    store = SqlJobStore(f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere")
+    try:
+        with pytest.raises(StoreError, match="job store unavailable") as info:
+            store.export_get("p", "exp_x")
+        assert info.value.transient is True
+        with pytest.raises(StoreError):
+            store.task_claim("w", lease_seconds=5, project_cap=1)
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_store_reconnects_after_postgres_restarts(export_request):
+    with running_server() as server:
+        store = SqlJobStore(server.create_database("restart"))
+        try:
+            store.migrate()
+            record, _ = store.export_create(*export_request())
+            assert store.export_get("p", record.id) is not None  # pooled connection in use
+            server.stop("fast")
+            with pytest.raises(StoreError) as info:
+                store.task_claim("w", lease_seconds=5, project_cap=1)
+            assert info.value.transient is True
+            server.start()
+            # The pool's dead connections are replaced (pool_pre_ping): no restart needed.
+            [task] = store.task_claim("w", lease_seconds=5, project_cap=1)
+            assert task.export_id == record.id
+            assert store.task_finish(task.id, task.lease_token)
+        finally:
+            store.close()
+
+
+@pytest.mark.postgres
+def test_serialization_failure_runs_the_transaction_again(pg_url: str):
+    store = SqlJobStore(pg_url)
+    try:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE counter (n integer)")
+            conn.exec_driver_sql("INSERT INTO counter VALUES (0)")
+        calls = 0
+
+        def bump(conn: sa.Connection) -> int:
+            nonlocal calls
+            calls += 1
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            conn.exec_driver_sql("SELECT n FROM counter").scalar()  # takes the snapshot
+            if calls == 1:  # another transaction changes the row after our snapshot
+                with store.engine.begin() as other:
+                    other.exec_driver_sql("UPDATE counter SET n = n + 1")
+            conn.exec_driver_sql("UPDATE counter SET n = n + 10")
+            return calls
+
+        assert store._tx(bump) == 2  # 40001 on the first run, success on the second
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT n FROM counter").scalar() == 11
+    finally:
+        store.close()
