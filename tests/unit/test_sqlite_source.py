@@ -211,14 +211,31 @@ def test_a_long_run_of_nulls_before_the_first_value(tmp_path: Path, opened: list
     ("DECIMAL(5,2)", "123456", "cannot be read as DECIMAL\\(5,2\\)"),
     ("JSON", "{not json", "malformed JSON"),
     ("INTEGER", "abc", "cannot be read as INTEGER"),
+    ("TEXT", b"\xff\x00", "cannot be read as TEXT .* Invalid UTF8"),
+    ("", b"x", None),  # a blob in an untyped column is a blob: fine
+    ("DATETIME", 1700000000, "cannot be read as DATETIME \\(timestamp\\[us\\]\\)"),
+    ("DATETIME", "2024-01-01 00:00:00.123456789", "cannot be read as DATETIME"),
+    ("BOOLEAN", "maybe", "cannot be read as BOOLEAN"),
 ])
 def test_values_that_do_not_fit_their_type(tmp_path: Path, opened: list[SqliteSource],
-                                           declared: str, value: str, message: str) -> None:
+                                           declared: str, value: Any, message: str | None
+                                           ) -> None:
     url = make(tmp_path, f"CREATE TABLE t (id INTEGER PRIMARY KEY, c {declared});",
                {"t": [(1, value)]})
     s = source_for(opened, url)
+    if message is None:
+        assert read_all(s, s.describe("t"), 10) == [{"id": 1, "c": value}]
+        return
     with pytest.raises(DataError, match=message):
         read_all(s, s.describe("t"), 10)
+
+
+def test_booleans_of_every_storage_class(tmp_path: Path, opened: list[SqliteSource]) -> None:
+    url = make(tmp_path, "CREATE TABLE b (id INTEGER PRIMARY KEY, f BOOLEAN);",
+               {"b": [(1, 0), (2, 1), (3, 2), (4, 0.5), (5, "false"), (6, "true"), (7, None)]})
+    s = source_for(opened, url)
+    assert [r["f"] for r in read_all(s, s.describe("b"), 10)] == [
+        False, True, True, True, False, True, None]
 
 
 def test_errors(tmp_path: Path, opened: list[SqliteSource]) -> None:

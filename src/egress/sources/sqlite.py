@@ -69,17 +69,26 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _cast(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
+def _data_error(field: pa.Field, exc: Exception) -> DataError:
+    declared = (field.metadata or {}).get(SOURCE_TYPE, b"").decode() or "untyped"
+    return DataError(
+        f"column {field.name!r}: a value cannot be read as {declared} ({field.type}): {exc}"
+    )
+
+
+def _cast(arrays: list[pa.Array], field: pa.Field, to: pa.DataType | None = None) -> pa.Array:
+    """The column as ``to`` (the field's type by default); text is checked to be UTF-8
+    (SQLite hands out a blob stored in a TEXT column as it is)."""
     (col,) = arrays
-    if col.type == field.type:
-        return col
+    to = to or field.type
     try:
-        return pc.cast(col, field.type)
+        if col.type != to:
+            col = pc.cast(col, to)
+        if pa.types.is_string(to):
+            col.validate(full=True)
+        return col
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        declared = (field.metadata or {}).get(SOURCE_TYPE, b"").decode() or "untyped"
-        raise DataError(
-            f"column {field.name!r}: a value cannot be read as {declared} ({field.type}): {exc}"
-        ) from exc
+        raise _data_error(field, exc) from exc
 
 
 def _numeric(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
@@ -101,13 +110,17 @@ def _timestamp(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
     text = pc.if_else(date_only, pc.binary_join_element_wise(text, " 00:00:00", ""), text)
     has_offset = pc.match_substring_regex(text, _HAS_OFFSET)
     text = pc.if_else(has_offset, text, pc.binary_join_element_wise(text, "Z", ""))
-    utc = _cast([text], pa.field(field.name, pa.timestamp("us", tz="UTC"), metadata=field.metadata))
+    utc = _cast([text], field, pa.timestamp("us", tz="UTC"))
     return utc if field.type.tz else pc.cast(utc, pa.timestamp("us"))
 
 
 def _dynamic(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
     """One sparse union of the four per-class columns (at most one is set per row; a NULL
     is a null integer)."""
+    try:
+        arrays[2].validate(full=True)  # the text child: SQLite does not check for UTF-8
+    except pa.ArrowInvalid as exc:
+        raise _data_error(field, exc) from exc
     codes = np.zeros(len(arrays[0]), dtype=np.int8)
     for code, array in enumerate(arrays[1:], start=1):
         if array.null_count < len(array):
@@ -160,7 +173,10 @@ def map_declared_type(declared: str) -> _Mapping:
         if 0 < precision <= 38 and scale <= precision:
             return _split_real(pa.decimal128(precision, scale))
     if "BOOL" in t:
-        return _Mapping(pa.bool_(), (("{c}", "0"),))
+        # numbers: non-zero is true; texts must read as a boolean ("true", "0", …)
+        return _Mapping(pa.bool_(), (
+            ("CASE WHEN typeof({c}) IN ('integer', 'real') THEN {c} <> 0 ELSE {c} END", "0"),
+        ))
     if "INT" in t:
         return _Mapping(pa.int64(), (("{c}", "0"),), exact_key=True)
     if t in ("JSON", "JSONB"):
