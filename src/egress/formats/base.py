@@ -71,7 +71,11 @@ def concat_strings(array: pa.Array) -> bytes:
     if array.null_count:
         raise ValueError("cannot concatenate a string array with nulls")
     offsets = value_offsets(array)
-    return array.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
+    data = array.buffers()[2]
+    if data is None:  # every value is empty
+        return b""
+    start, end = int(offsets[0]), int(offsets[-1])
+    return data.slice(start, end - start).to_pybytes()
 
 
 def value_offsets(array: pa.Array) -> np.ndarray:
