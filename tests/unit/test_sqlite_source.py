@@ -249,3 +249,15 @@ def test_errors(tmp_path: Path, opened: list[SqliteSource]) -> None:
         SqliteSource("sqlite:/relative")
     opened.append(open_source(url))  # type: ignore[arg-type]
     assert opened[-1].tables() == ["events"]
+
+
+def test_a_path_with_uri_characters(tmp_path: Path, opened: list[SqliteSource]) -> None:
+    folder = tmp_path / "we ird#dir?x%20"
+    folder.mkdir()
+    with sqlite3.connect(folder / "a.db") as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    conn.close()
+    s = source_for(opened, f"sqlite:///{folder / 'a.db'}")
+    assert s.tables() == ["t"]
+    # nothing was opened (or created) at a path cut short by the '#' or the '?'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["we ird#dir?x%20"]

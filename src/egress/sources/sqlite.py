@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,7 +228,8 @@ class SqliteSource:
         self.path = path_from_url(url)
         if not self.path.is_file():
             raise SourceUnavailableError(f"cannot open SQLite database {self.path}: no such file")
-        uri = f"file:{self.path.resolve()}?mode=ro"
+        # percent-encoded: a '?', '#' or '%' in the path would end it or change it
+        uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=ro"
         try:
             self._catalog = sqlite3.connect(uri, uri=True)
             self._catalog.execute("SELECT count(*) FROM sqlite_master").fetchone()
