@@ -11,7 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from pgserver import PgServer, running_server  # noqa: E402
+from pgserver import PgServer, running_server
+from s3server import s3, s3_server  # noqa: F401  (fixtures: a moto S3 server, a bucket)
 
 _counter = itertools.count()
 

@@ -4,13 +4,19 @@ The same checkpoint protocol as the job system, with the checkpoints kept in
 ``OUT/.egress/state.json`` instead of a job store: after a crash, a kill or Ctrl-C,
 ``resume=True`` continues from the last committed part and the output is byte-identical
 to an uninterrupted run. Once the manifest and ``_SUCCESS`` are written the state
-directory is removed.
+directory is removed. An export to object storage (``to="s3://bucket/prefix"``) keeps
+its checkpoint in a local state directory instead (``state_dir``, by default
+``EGRESS_HOME/oneshot/<sha256 of the destination>``): a bucket has no atomic rename.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import hashlib
 import json
+import logging
+import math
 import os
 import shutil
 import time
@@ -19,15 +25,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from egress.config import default_home
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.engine.manifest import MANIFEST, SUCCESS, TableResult, build_manifest, write_manifest
 from egress.engine.plan import DEFAULT_PART_SIZE, plan_task
 from egress.engine.slice import Task, run_slice
-from egress.exceptions import ConfigError, ResumeMismatchError
-from egress.formats import check_format, get_compression
+from egress.exceptions import ConfigError, EgressError, ResumeMismatchError, SinkError
+from egress.formats import check_format, get_compression, make_format
+from egress.sinks import is_local, open_sink
+from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
 from egress.sources import open_source, redact_url
-from egress.sources.base import Source
+from egress.sources.base import Source, TableInfo
+
+log = logging.getLogger(__name__)
 
 STATE_DIR = ".egress"
 STATE_FILE = "state.json"
@@ -43,7 +54,8 @@ class Progress(Protocol):
 
 @dataclass(frozen=True)
 class ExportResult:
-    out: Path
+    #: The output directory, or the ``s3://bucket/prefix`` URL of an object-storage export.
+    out: Path | str
     #: True when ``should_stop`` ended the run before every table was done.
     interrupted: bool
     manifest: dict[str, Any] | None
@@ -52,8 +64,8 @@ class ExportResult:
 class _StateFile:
     """The one-shot run's request and checkpoints, written atomically after every commit."""
 
-    def __init__(self, root: Path, fsync: bool) -> None:
-        self.dir = root / STATE_DIR
+    def __init__(self, directory: Path, fsync: bool) -> None:
+        self.dir = directory
         self.path = self.dir / STATE_FILE
         self.fsync = fsync
         self.data: dict[str, Any] = {}
@@ -95,9 +107,13 @@ def export(
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
     fsync: bool = True,
+    state_dir: str | os.PathLike[str] | None = None,
+    sink_options: dict[str, Any] | None = None,
 ) -> ExportResult:
     """Export ``tables`` (or every table with ``all_tables``) of the database at the
-    SQLAlchemy-style URL ``source`` into the directory ``to``.
+    SQLAlchemy-style URL ``source`` into the directory or ``s3://bucket/prefix`` ``to``.
+    ``sink_options`` go to the sink (S3: ``endpoint_url``, ``min_part_bytes``, …; the
+    endpoint otherwise comes from ``AWS_ENDPOINT_URL``, credentials from the AWS chain).
 
     Runs slice after slice in this process until done or until ``should_stop()`` is
     true (then the part in hand is committed and ``interrupted`` is set); call again
@@ -111,23 +127,23 @@ def export(
         raise ConfigError(f"part rows must be positive, got {part_rows}")
     if not tables and not all_tables:
         raise ConfigError("name at least one table, or ask for all tables")
-    root = Path(to)
     stop = should_stop or (lambda: False)
-    sink = LocalSink(root, fsync=fsync)
-    state = _StateFile(sink.root, fsync)
+    sink, state = _open(to, fsync, state_dir, sink_options)
+    out = sink.root if isinstance(sink, LocalSink) else sink.location
+    where = sink.location
 
     if sink.exists(SUCCESS):
         if resume:
-            manifest = json.loads(sink.path(MANIFEST).read_text())
-            return ExportResult(sink.root, False, manifest)
-        raise ConfigError(f"{sink.root} already holds a completed export; choose another directory")
+            manifest = json.loads(sink.get_object(MANIFEST))
+            return ExportResult(out, False, manifest)
+        raise ConfigError(f"{where} already holds a completed export; choose another destination")
     if state.exists() and not resume:
         raise ConfigError(
-            f"{sink.root} holds an unfinished export; continue it with --resume "
-            "or choose another directory"
+            f"{where} holds an unfinished export; continue it with --resume "
+            "or choose another destination"
         )
     if resume and not state.exists():
-        raise ConfigError(f"nothing to resume in {sink.root}: no checkpoint found")
+        raise ConfigError(f"nothing to resume in {where}: no checkpoint found in {state.dir}")
 
     src = open_source(source)
     try:
@@ -160,14 +176,21 @@ def export(
                 spec = plan_task(
                     src, info, format=format, compression=compression, part_size=part_size,
                     part_rows=part_rows, max_file_size=max_file_size, options=options,
+                    min_part_bytes=sink.min_part_bytes,
                 )
+                spec = fit_part_budget(spec, info, part_size, sink.max_parts)
                 entry = tasks[name] = {"spec": spec.to_json(), "checkpoint": Checkpoint().to_json()}
                 state.save()
             spec = TaskSpec.from_json(entry["spec"])
             cp = Checkpoint.from_json(entry["checkpoint"])
-            cp = _run_table(src, sink, state, spec, info, cp, slice_seconds, stop, progress)
+            try:
+                cp = _run_table(src, sink, state, spec, info, cp, slice_seconds, stop, progress)
+            except SinkError as exc:
+                if not exc.transient:  # e.g. access denied: leave no upload behind
+                    _abort_open_files(sink, state)
+                raise
             if not cp.done:
-                return ExportResult(sink.root, True, None)
+                return ExportResult(out, True, None)
             results.append(TableResult(spec, info, cp))
         manifest = build_manifest(
             source=redact_url(source),
@@ -176,16 +199,17 @@ def export(
             finished_at=dt.datetime.now(dt.UTC),
             destination=sink.location,
         )
+        _abort_leftover_uploads(sink, [f.name for r in results for f in r.checkpoint.files])
         write_manifest(sink, manifest)
         shutil.rmtree(state.dir, ignore_errors=True)
-        return ExportResult(sink.root, False, manifest)
+        return ExportResult(out, False, manifest)
     finally:
         src.close()
 
 
 def _run_table(
     src: Source,
-    sink: LocalSink,
+    sink: Sink,
     state: _StateFile,
     spec: TaskSpec,
     info: Any,
@@ -220,3 +244,97 @@ def _check_same_request(saved: dict[str, Any], request: dict[str, Any]) -> None:
         raise ResumeMismatchError(
             "--resume must continue the same export as the checkpoint; " + "; ".join(diffs)
         )
+
+
+def discard(
+    to: str | os.PathLike[str],
+    *,
+    state_dir: str | os.PathLike[str] | None = None,
+    sink_options: dict[str, Any] | None = None,
+) -> int:
+    """Cancel an unfinished one-shot export: abort its uploads (every multipart upload
+    under the destination prefix, which the export owns: also those a crash left
+    unrecorded), delete the files it had completed and forget its checkpoint. Returns the
+    number of files deleted. A completed export (with ``_SUCCESS``) is refused."""
+    sink, state = _open(to, True, state_dir, sink_options)
+    if sink.exists(SUCCESS):
+        raise ConfigError(f"{sink.location} holds a completed export; delete its files instead")
+    if not state.exists():
+        raise ConfigError(
+            f"nothing to cancel in {sink.location}: no checkpoint found in {state.dir}"
+        )
+    state.load()
+    deleted = 0
+    for entry in state.data.get("tasks", {}).values():
+        cp = Checkpoint.from_json(entry["checkpoint"])
+        if cp.open_file is not None:
+            sink.abort_file(cp.open_file.name, cp.open_file.sink_state)
+        for f in cp.files:
+            sink.delete(f.name)
+            deleted += 1
+    _abort_leftover_uploads(sink, None)
+    sink.delete(MANIFEST)
+    shutil.rmtree(state.dir, ignore_errors=True)
+    return deleted
+
+
+def default_state_dir(location: str) -> Path:
+    """Where a one-shot export to ``location`` (an object-storage URL) keeps its checkpoint."""
+    return default_home() / "oneshot" / hashlib.sha256(location.encode()).hexdigest()
+
+
+def fit_part_budget(
+    spec: TaskSpec, info: TableInfo, part_size: int, max_parts: int | None
+) -> TaskSpec:
+    """Grow rows per part so that a file's estimated parts stay within the sink's limit
+    (S3: 10,000 per object), with a fifth left for a low row estimate."""
+    if max_parts is None or make_format(spec.format, spec.format_options).self_contained:
+        return spec
+    budget = max_parts * 0.8
+    parts = (info.row_estimate or 0) / spec.part_rows
+    if spec.max_file_size is not None:
+        parts = min(parts, spec.max_file_size / max(1, part_size))
+    if parts <= budget:
+        return spec
+    return dataclasses.replace(spec, part_rows=math.ceil(spec.part_rows * parts / budget))
+
+
+def _open(
+    to: str | os.PathLike[str],
+    fsync: bool,
+    state_dir: str | os.PathLike[str] | None,
+    sink_options: dict[str, Any] | None,
+) -> tuple[Sink, _StateFile]:
+    settings = dict(sink_options or {})
+    if is_local(to):
+        settings.setdefault("fsync", fsync)
+    sink = open_sink(to, **settings)
+    if state_dir is not None:
+        directory = Path(state_dir)
+    elif isinstance(sink, LocalSink):
+        directory = sink.root / STATE_DIR
+    else:
+        directory = default_state_dir(sink.location)
+    return sink, _StateFile(directory, fsync)
+
+
+def _abort_open_files(sink: Sink, state: _StateFile) -> None:
+    for entry in state.data.get("tasks", {}).values():
+        of = Checkpoint.from_json(entry["checkpoint"]).open_file
+        if of is not None:
+            try:
+                sink.abort_file(of.name, of.sink_state)
+            except EgressError as exc:  # best effort: the reconciler sweeps orphans later
+                log.warning("could not abort the upload of %s: %s", of.name, exc)
+
+
+def _abort_leftover_uploads(sink: Sink, names: Sequence[str] | None) -> None:
+    """Uploads that a crash left behind (started, never recorded) of this export's files,
+    or of anything under the destination prefix when ``names`` is None."""
+    sweep = getattr(sink, "abort_orphaned_uploads", None)
+    if sweep is None or names == []:
+        return
+    try:
+        sweep(0, names=names)
+    except EgressError as exc:
+        log.warning("could not abort leftover uploads under %s: %s", sink.location, exc)

@@ -58,6 +58,19 @@ class PartRecord:
     crc32c: int
     #: What the sink said about the stored part (an S3 ETag); None for local files.
     etag: str | None = None
+    #: Key of the part's last row: where reading resumes when a file is rewound to here.
+    last_key: Key | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["last_key"] = encode_key(self.last_key)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PartRecord:
+        data = dict(data)
+        data["last_key"] = decode_key(data.get("last_key"))
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -86,7 +99,7 @@ class OpenFile:
         return {
             "index": self.index,
             "name": self.name,
-            "parts": [dataclasses.asdict(p) for p in self.parts],
+            "parts": [p.to_json() for p in self.parts],
             "rows": self.rows,
             "size": self.size,
             "crc32c": self.crc32c,
@@ -101,7 +114,7 @@ class OpenFile:
         return cls(
             index=data["index"],
             name=data["name"],
-            parts=tuple(PartRecord(**p) for p in data["parts"]),
+            parts=tuple(PartRecord.from_json(p) for p in data["parts"]),
             rows=data["rows"],
             size=data["size"],
             crc32c=data["crc32c"],

@@ -22,6 +22,7 @@ import pyarrow as pa
 from egress.domain.checkpoint import Checkpoint, FileRecord, OpenFile, PartRecord, TaskSpec
 from egress.domain.keys import Key
 from egress.engine.naming import file_name
+from egress.engine.resume import verify_open_file
 from egress.formats import get_compression, make_format
 from egress.formats.base import Format
 from egress.formats.compression import Compression
@@ -134,7 +135,7 @@ class Task:
         etag = self.sink.put_part(of.name, of.sink_state, number, of.size, data)
         record = PartRecord(
             number=number, rows=part.rows, size=len(data),
-            crc32c=google_crc32c.value(data), etag=etag,
+            crc32c=google_crc32c.value(data), etag=etag, last_key=part.last_key,
         )
         of = OpenFile(
             index=of.index,
@@ -162,7 +163,7 @@ class Task:
         """Make the closed open file final and record it; idempotent after a crash."""
         of = cp.open_file
         assert of is not None and of.closed
-        sha256 = self.sink.complete_file(of.name, of.sink_state, of.size)
+        sha256 = self.sink.complete_file(of.name, of.sink_state, of.size, parts=of.parts)
         record = FileRecord(
             name=of.name, rows=of.rows, size=of.size, crc32c=of.crc32c, sha256=sha256,
             parts=len(of.parts), first_key=of.first_key,
@@ -179,7 +180,8 @@ def run_slice(task: Task, checkpoint: Checkpoint, deadline: float) -> Checkpoint
     Returns the last committed checkpoint. Stops at a part boundary; a part that would
     overrun the deadline by more than ``task.grace`` is dropped (never committed).
     """
-    cp = checkpoint
+    # a new owner first checks that the sink still holds the open file's parts
+    cp = verify_open_file(task.sink, task.commit, checkpoint)
     committed = False
     while not cp.done:
         if cp.open_file is not None and cp.open_file.closed:

@@ -3,11 +3,17 @@
 Storing part *n* again replaces it (a resumed task rewrites the part it had not
 committed). A file appears under its final name only once complete; readers never see
 a partial file.
+
+On resume the engine asks ``verify_parts`` how many of the checkpoint's parts the sink
+still holds as recorded, and rewinds the file to that point when they differ.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
+
+from egress.domain.checkpoint import PartRecord
 
 
 class Sink(Protocol):
@@ -15,6 +21,8 @@ class Sink(Protocol):
     location: str
     #: Smallest part the sink accepts, except for a file's last part (S3: 5 MiB).
     min_part_bytes: int
+    #: Most parts one file may have (S3: 10,000); None when unlimited.
+    max_parts: int | None
 
     def start_file(self, name: str) -> dict[str, Any]:
         """Begin a file; the returned state is persisted in the checkpoint."""
@@ -26,8 +34,16 @@ class Sink(Protocol):
         """Store part ``number`` (starting at byte ``offset``); returns an ETag or None."""
         ...
 
-    def complete_file(self, name: str, state: dict[str, Any], size: int) -> str | None:
-        """Make the file final under ``name``; idempotent. Returns its SHA-256 if known."""
+    def complete_file(
+        self, name: str, state: dict[str, Any], size: int, parts: Sequence[PartRecord]
+    ) -> str | None:
+        """Make the file final under ``name`` from the checkpoint's ``parts``; idempotent.
+        Returns its SHA-256 if known (S3: None, the manifest carries the CRC32C)."""
+        ...
+
+    def verify_parts(self, name: str, state: dict[str, Any], parts: Sequence[PartRecord]) -> int:
+        """How many of ``parts``, from the first, the sink holds as recorded (all of them
+        when the file is already final)."""
         ...
 
     def abort_file(self, name: str, state: dict[str, Any]) -> None:
@@ -36,6 +52,10 @@ class Sink(Protocol):
 
     def put_object(self, name: str, data: bytes) -> None:
         """Store a small object atomically (manifest, ``_SUCCESS``)."""
+        ...
+
+    def get_object(self, name: str) -> bytes:
+        """The content of a small final object (the manifest)."""
         ...
 
     def exists(self, name: str) -> bool: ...

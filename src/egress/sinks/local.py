@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from egress.domain.checkpoint import PartRecord
 from egress.exceptions import SinkError
 
 STAGING = Path(".egress") / "staging"
@@ -20,6 +22,7 @@ STAGING = Path(".egress") / "staging"
 
 class LocalSink:
     min_part_bytes = 0
+    max_parts = None
 
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self.root = Path(root).resolve()
@@ -77,7 +80,9 @@ class LocalSink:
             raise SinkError(f"cannot write {staged}: {exc}") from exc
         return None
 
-    def complete_file(self, name: str, state: dict[str, Any], size: int) -> str | None:
+    def complete_file(
+        self, name: str, state: dict[str, Any], size: int, parts: Sequence[PartRecord] = ()
+    ) -> str | None:
         staged, final = self._staged(name), self.path(name)
         if staged.exists():
             actual = staged.stat().st_size
@@ -93,6 +98,21 @@ class LocalSink:
             raise SinkError(f"neither a staged nor a final file for {name!r} of {size} bytes")
         return sha256_file(final)
 
+    def verify_parts(self, name: str, state: dict[str, Any], parts: Sequence[PartRecord]) -> int:
+        """Parts that fit in the staged file (sizes only: re-reading it every slice would
+        cost as much as writing it); all of them if the file is already final."""
+        staged, final = self._staged(name), self.path(name)
+        if not staged.exists():
+            done = final.exists() and final.stat().st_size == sum(p.size for p in parts)
+            return len(parts) if done else 0
+        held, end, agreed = staged.stat().st_size, 0, 0
+        for p in parts:
+            end += p.size
+            if end > held:
+                break
+            agreed += 1
+        return agreed
+
     def abort_file(self, name: str, state: dict[str, Any]) -> None:
         self._staged(name).unlink(missing_ok=True)
 
@@ -106,6 +126,12 @@ class LocalSink:
             if self.fsync:
                 os.fsync(f.fileno())
         os.replace(tmp, final)
+
+    def get_object(self, name: str) -> bytes:
+        try:
+            return self.path(name).read_bytes()
+        except OSError as exc:
+            raise SinkError(f"cannot read {self.path(name)}: {exc}") from exc
 
     def exists(self, name: str) -> bool:
         return self.path(name).exists()
