@@ -85,6 +85,9 @@ class ExportDefaults:
     max_duration: float = 3600.0
     part_size: int = 8 * 1024 * 1024
     max_file_size: int | None = None
+    #: Partial outputs of a failed export are kept this long (seconds) so that a retry
+    #: continues from its checkpoints; then the reconciler removes them.
+    failed_retention_seconds: float = 86400.0
 
 
 @dataclass(frozen=True)

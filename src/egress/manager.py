@@ -171,6 +171,11 @@ def retry_export(store: JobStore, project: str, export_id: str) -> ExportRecord:
     retried = store.export_retry(project, export_id)
     if retried is None:
         raise NotFoundError(f"no export {export_id!r} in project {project!r}")
+    if retried.state is ExportState.FAILED:
+        raise ConfigError(
+            f"export {export_id} still has a task stopping after its failure; "
+            "retry in a few seconds"
+        )
     return retried
 
 

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from egress.store.sql import SqlJobStore
 
 from egress.domain.jobs import ExportState
 from egress.manager import ExportRequest, create_export
+from egress.store.sql import SqlJobStore
 from jobsharness import (
     all_terminal,
     check_leases,
@@ -56,6 +56,13 @@ def test_chaos_kills_keep_outputs_exact(store_kind, workers, tmp_path: Path, pg_
         },
     )
     store = SqlJobStore(store_url)
+    try:
+        _run_chaos(store, store_kind, workers, tmp_path, source, sizes, settings, rng)
+    finally:
+        store.close()
+
+
+def _run_chaos(store, store_kind, workers, tmp_path, source, sizes, settings, rng) -> None:
     store.migrate()
     exports = []
     for i, table in enumerate(sizes):
@@ -91,4 +98,3 @@ def test_chaos_kills_keep_outputs_exact(store_kind, workers, tmp_path: Path, pg_
         assert export_outputs(settings, export) == expected, export.id
     problems = check_leases(store.lease_events())
     assert problems == []
-    store.close()

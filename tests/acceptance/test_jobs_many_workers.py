@@ -8,10 +8,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from egress.store.sql import SqlJobStore
 
 from egress.domain.jobs import ExportState
 from egress.manager import ExportRequest, create_export
+from egress.store.sql import SqlJobStore
 from jobsharness import start_worker, stop, wait_until, write_home
 
 pytestmark = pytest.mark.slow
@@ -33,6 +33,13 @@ def test_eight_workers_drain_two_thousand_exports(tmp_path: Path, pg_server) -> 
                 "reconcile_seconds": 1.0, "project_cap": 100},
     )
     store = SqlJobStore(store_url)
+    try:
+        _drain(store, settings, tmp_path)
+    finally:
+        store.close()
+
+
+def _drain(store, settings, tmp_path: Path) -> None:
     store.migrate()
     ids = [
         create_export(store, settings, ExportRequest(source="tiny", tables=("tiny",)))[0].id
@@ -56,4 +63,3 @@ def test_eight_workers_drain_two_thousand_exports(tmp_path: Path, pg_server) -> 
         assert counts["claim"] == 1 and counts["finish"] == 1, (task_id, counts)
     workers_used = {e.worker for e in store.lease_events() if e.kind == "claim"}
     assert len(workers_used) > 1
-    store.close()

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from egress.store.sql import SqlJobStore
 
 from egress.domain.jobs import ExportState
 from egress.manager import ExportRequest, create_export
+from egress.store.sql import SqlJobStore
 from jobsharness import (
     all_terminal,
     check_leases,
@@ -27,6 +27,18 @@ pytestmark = pytest.mark.slow
 PART_ROWS = 2000
 
 
+@pytest.fixture(autouse=True)
+def _close_stores():
+    """Stores opened by a test are closed after it (their pooled connections too)."""
+    opened.clear()
+    yield
+    for store in opened:
+        store.close()
+
+
+opened: list[SqlJobStore] = []
+
+
 def _setup(tmp_path: Path, store_url: str, sizes: dict[str, int], **worker):
     source = make_events_db(tmp_path / "source.db", sizes)
     settings = write_home(
@@ -35,6 +47,7 @@ def _setup(tmp_path: Path, store_url: str, sizes: dict[str, int], **worker):
                 "poll_seconds": 0.1, "backoff_seconds": 0.2, "max_attempts": 20, **worker},
     )
     store = SqlJobStore(store_url)
+    opened.append(store)
     store.migrate()
     return source, settings, store
 

@@ -59,6 +59,11 @@ def normalize_url(url: str) -> sa.URL:
     )
 
 
+#: Store transactions take milliseconds; a session idle inside one this long is frozen.
+PG_IDLE_IN_TRANSACTION_MS = 5000
+PG_LOCK_TIMEOUT_MS = 10000
+
+
 def make_engine(url: str, **kwargs: Any) -> Engine:
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -67,7 +72,17 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         )
         _sqlite_hooks(engine)
         return engine
-    return sa.create_engine(parsed, pool_pre_ping=True, **kwargs)
+    # A worker frozen mid-transaction (SIGSTOP, a long GC pause, a lost VM) would hold
+    # its row locks for ever and block every claim of that task: the server ends such
+    # sessions, and nobody waits on a lock for long.
+    options = (
+        f"-c idle_in_transaction_session_timeout={PG_IDLE_IN_TRANSACTION_MS} "
+        f"-c lock_timeout={PG_LOCK_TIMEOUT_MS}"
+    )
+    return sa.create_engine(
+        parsed, pool_pre_ping=True,
+        connect_args={"options": options, "connect_timeout": 10}, **kwargs,
+    )
 
 
 def _sqlite_hooks(engine: Engine) -> None:

@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 
 from egress.config import Settings
+from egress.domain.jobs import ExportState
 from egress.manager import remove_outputs
 from egress.metrics import STALE_CLAIMS_RESET
 from egress.store.base import JobStore
@@ -41,8 +42,17 @@ def reconcile_once(store: JobStore, settings: Settings) -> ReconcileReport:
                 report.finalized += 1
         except Exception as exc:  # retried on the next round
             log.warning("finalizing failed", extra={"export": export.id, "error": str(exc)})
+    now = store.now()
     for export in store.export_list_cancelled_with_outputs():
-        remove_outputs(settings, export)
+        # A failed export keeps its partial outputs for a while so that a retry continues
+        # from its checkpoints; a cancelled one is cleaned at once.
+        if export.state is ExportState.FAILED and (
+            now - (export.finished_at or now) < settings.export.failed_retention_seconds
+        ):
+            continue
+        # Mark first: a retry after this starts the export over instead of continuing
+        # from parts that are about to be removed.
         if store.export_mark_cleaned(export.id):
+            remove_outputs(settings, export)
             report.cleaned += 1
     return report
