@@ -53,6 +53,6 @@ def reconcile_once(store: JobStore, settings: Settings) -> ReconcileReport:
         # Mark first: a retry after this starts the export over instead of continuing
         # from parts that are about to be removed.
         if store.export_mark_cleaned(export.id):
-            remove_outputs(settings, export)
+            remove_outputs(store, settings, export)
             report.cleaned += 1
     return report

@@ -15,6 +15,7 @@ from egress.engine.slice import Task, run_slice
 from egress.exceptions import EgressError, LeaseLostError
 from egress.manager import open_sink
 from egress.metrics import SLICES
+from egress.oneshot import fit_part_budget
 from egress.sources import open_source
 from egress.store.base import JobStore
 from egress.worker.finalize import finalize_export
@@ -84,6 +85,10 @@ class TaskRunner:
                     part_rows=opts.get("part_rows"),
                     max_file_size=opts.get("max_file_size") or self.settings.export.max_file_size,
                     min_part_bytes=sink.min_part_bytes, options=fmt_opts,
+                )
+                spec = fit_part_budget(
+                    spec, info, opts.get("part_size") or self.settings.export.part_size,
+                    getattr(sink, "max_parts", None),
                 )
                 pending_spec = spec.to_json()
             cp = Checkpoint.from_json(task.checkpoint) if task.checkpoint else Checkpoint()
