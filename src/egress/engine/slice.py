@@ -23,6 +23,7 @@ from egress.domain.checkpoint import Checkpoint, FileRecord, OpenFile, PartRecor
 from egress.domain.keys import Key
 from egress.engine.naming import file_name
 from egress.engine.resume import verify_open_file
+from egress.exceptions import DataError
 from egress.formats import get_compression, make_format
 from egress.formats.base import Format
 from egress.formats.compression import Compression
@@ -70,17 +71,36 @@ class Task:
     # --- reading ----------------------------------------------------------------------
 
     def _key_at(self, batch: pa.RecordBatch, index: int) -> Key:
-        return tuple(batch.column(k)[index].as_py() for k in self.table.key_columns)
+        key = tuple(batch.column(k)[index].as_py() for k in self.table.key_columns)
+        if None in key:
+            # `key > NULL` is never true: paging past this row would skip the rest
+            columns = ", ".join(self.table.primary_key or self.table.key_columns)
+            raise DataError(
+                f"table {self.table.name!r} has a row with NULL in its key ({columns}); "
+                "egress reads a table in key order and cannot page past a NULL key "
+                "(SQLite allows NULL in a primary key of a rowid table: fix those rows)"
+            )
+        return key
 
     def read_part(self, cp: Checkpoint, droppable: bool, deadline: float) -> _Part | None:
-        """The next part after the cursor, or None if dropped for overrunning the deadline."""
-        spec = self.spec
-        rows_before = cp.open_file.rows if cp.open_file else 0
-        encoder = self.fmt.part_encoder(self._schema, rows_before)
+        """The next part after the cursor, compressed, or None if dropped for overrunning
+        the deadline. A part that opens a file starts with the format's header.
+
+        A part is ``part_rows`` rows, grown by ``part_rows`` more at a time until its
+        compressed size reaches ``min_part_bytes`` (the sink's minimum is about the bytes
+        it stores). Each such chunk is its own gzip member or zstd frame, so the size is
+        known as the part grows and the chunks concatenate into one valid stream.
+        """
+        spec, fmt = self.spec, self.fmt
+        opens = cp.open_file is None
+        rows_before = 0 if opens else cp.open_file.rows  # type: ignore[union-attr]
         after, rows = cp.cursor, 0
         first_key: Key | None = None
         last_key: Key | None = None
+        chunks: list[bytes] = []
+        size = 0
         while True:
+            encoder = fmt.part_encoder(self._schema, rows_before + rows)
             got = 0
             with contextlib.closing(self.source.read(self.table, after, spec.part_rows)) as it:
                 for batch in it:
@@ -92,14 +112,21 @@ class Task:
                     if droppable and self.clock() > deadline + self.grace:
                         return None
             rows += got
-            if got < spec.part_rows:
-                exhausted = True
+            body = encoder.finish()
+            first_of_file = opens and not chunks
+            if first_of_file:
+                body = fmt.header(self._schema) + body
+            if body or first_of_file:
+                # even an empty file is a valid stream (one empty gzip member, zstd frame)
+                chunks.append(self.compression.compress(body))
+                size += len(chunks[-1])
+            exhausted = got < spec.part_rows
+            if exhausted or fmt.self_contained or size >= spec.min_part_bytes:
                 break
             after = last_key
-            if self.fmt.self_contained or encoder.size >= spec.min_part_bytes:
-                exhausted = False
-                break
-        return _Part(encoder.finish(), rows, first_key, last_key, exhausted)
+        if droppable and self.clock() > deadline + self.grace:
+            return None  # encoding and compressing took us past the grace: not stored
+        return _Part(b"".join(chunks), rows, first_key, last_key, exhausted)
 
     # --- committing -------------------------------------------------------------------
 
@@ -107,7 +134,7 @@ class Task:
         spec, fmt = self.spec, self.fmt
         of = cp.open_file
         next_index = cp.next_file_index
-        body = part.data
+        data = part.data
         if of is None:
             if part.rows == 0 and cp.files:
                 # the table ended exactly where the last file was closed
@@ -120,8 +147,6 @@ class Task:
                 sink_state=self.sink.start_file(name),
             )
             next_index += 1
-            body = fmt.header(self._schema) + body
-        data = self.compression.compress(body) if body else b""
         closes = (
             fmt.self_contained
             or part.exhausted
@@ -131,16 +156,21 @@ class Task:
             footer = fmt.footer(self._schema, of.rows + part.rows)
             if footer:
                 data += self.compression.compress(footer)
-        number = of.next_part_number
-        etag = self.sink.put_part(of.name, of.sink_state, number, of.size, data)
-        record = PartRecord(
-            number=number, rows=part.rows, size=len(data),
-            crc32c=google_crc32c.value(data), etag=etag, last_key=part.last_key,
-        )
+        parts = of.parts
+        if data or not parts:
+            number = of.next_part_number
+            etag = self.sink.put_part(of.name, of.sink_state, number, of.size, data)
+            record = PartRecord(
+                number=number, rows=part.rows, size=len(data),
+                crc32c=google_crc32c.value(data), etag=etag, last_key=part.last_key,
+            )
+            parts = (*parts, record)
+        # else: the table ended right after the last stored part and the format has no
+        # footer: close the file without an empty part (S3 refuses those)
         of = OpenFile(
             index=of.index,
             name=of.name,
-            parts=(*of.parts, record),
+            parts=parts,
             rows=of.rows + part.rows,
             size=of.size + len(data),
             crc32c=google_crc32c.extend(of.crc32c, data),

@@ -1,0 +1,120 @@
+"""LocalSink: parts at offsets, replace on rewrite, atomic and idempotent completion."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from egress.domain.checkpoint import PartRecord
+from egress.exceptions import SinkError
+from egress.sinks.local import LocalSink
+
+
+def sink(tmp_path: Path) -> LocalSink:
+    return LocalSink(tmp_path / "out", fsync=False)
+
+
+def part(number: int, size: int) -> PartRecord:
+    return PartRecord(number=number, rows=1, size=size, crc32c=0)
+
+
+def test_parts_complete_into_the_final_file(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    state = s.start_file("t.csv")
+    s.put_part("t.csv", state, 1, 0, b"abc")
+    s.put_part("t.csv", state, 2, 3, b"defg")
+    assert not s.exists("t.csv")  # no partial file under the final name
+    sha = s.complete_file("t.csv", state, 7, [part(1, 3), part(2, 4)])
+    assert (s.root / "t.csv").read_bytes() == b"abcdefg"
+    assert sha == hashlib.sha256(b"abcdefg").hexdigest()
+    assert not list((s.root / ".egress" / "staging").iterdir())
+
+
+def test_rewriting_a_part_replaces_it(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    state = s.start_file("t.csv")
+    s.put_part("t.csv", state, 1, 0, b"abc")
+    s.put_part("t.csv", state, 2, 3, b"XXXXXXXX")  # never committed
+    s.put_part("t.csv", state, 2, 3, b"def")  # the next owner writes part 2 again
+    s.put_part("t.csv", state, 3, 6, b"gh")
+    s.complete_file("t.csv", state, 8, [part(1, 3), part(2, 3), part(3, 2)])
+    assert (s.root / "t.csv").read_bytes() == b"abcdefgh"
+
+
+def test_completion_drops_bytes_of_an_uncommitted_part(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    state = s.start_file("t.csv")
+    s.put_part("t.csv", state, 1, 0, b"abc")
+    s.put_part("t.csv", state, 2, 3, b"uncommitted")
+    s.complete_file("t.csv", state, 3, [part(1, 3)])
+    assert (s.root / "t.csv").read_bytes() == b"abc"
+
+
+def test_completion_is_idempotent(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    state = s.start_file("d/part-00001.parquet")
+    s.put_part("d/part-00001.parquet", state, 1, 0, b"data")
+    first = s.complete_file("d/part-00001.parquet", state, 4, [part(1, 4)])
+    again = s.complete_file("d/part-00001.parquet", state, 4, [part(1, 4)])
+    assert first == again
+    assert (s.root / "d" / "part-00001.parquet").read_bytes() == b"data"
+
+
+def test_completion_refuses_missing_or_short_files(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    with pytest.raises(SinkError, match="neither a staged nor a final file"):
+        s.complete_file("missing.csv", {}, 3, [])
+    state = s.start_file("short.csv")
+    s.put_part("short.csv", state, 1, 0, b"ab")
+    with pytest.raises(SinkError, match="holds 2 bytes, expected 5"):
+        s.complete_file("short.csv", state, 5, [part(1, 5)])
+
+
+def test_a_gap_before_a_part_is_refused(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    state = s.start_file("t.csv")
+    s.put_part("t.csv", state, 1, 0, b"abc")
+    with pytest.raises(SinkError, match="holds 3 bytes but 10 were committed"):
+        s.put_part("t.csv", state, 2, 10, b"x")
+
+
+@pytest.mark.parametrize("name", ["../escape.csv", "/etc/passwd", "a/../../escape.csv"])
+def test_names_outside_the_root_are_refused(tmp_path: Path, name: str) -> None:
+    s = sink(tmp_path)
+    with pytest.raises(SinkError, match="outside the output directory"):
+        s.start_file(name)
+    with pytest.raises(SinkError, match="outside the output directory"):
+        s.put_object(name, b"x")
+    assert not (tmp_path / "escape.csv").exists()
+
+
+def test_put_object_is_atomic_and_replaces(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    s.put_object("manifest.json", b"{}")
+    s.put_object("manifest.json", b'{"a": 1}')
+    assert s.get_object("manifest.json") == b'{"a": 1}'
+    assert sorted(p.name for p in s.root.iterdir()) == [".egress", "manifest.json"]
+    s.delete("manifest.json")
+    assert not s.exists("manifest.json")
+
+
+def test_abort_drops_the_staged_file(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    state = s.start_file("t.csv")
+    s.put_part("t.csv", state, 1, 0, b"abc")
+    s.abort_file("t.csv", state)
+    assert not list((s.root / ".egress" / "staging").iterdir())
+    assert not s.exists("t.csv")
+
+
+def test_verify_parts_counts_the_parts_the_staged_file_holds(tmp_path: Path) -> None:
+    s = sink(tmp_path)
+    state = s.start_file("t.csv")
+    s.put_part("t.csv", state, 1, 0, b"abc")
+    s.put_part("t.csv", state, 2, 3, b"de")
+    parts = [part(1, 3), part(2, 2), part(3, 4)]
+    assert s.verify_parts("t.csv", state, parts) == 2
+    s.complete_file("t.csv", state, 5, parts[:2])
+    assert s.verify_parts("t.csv", state, parts[:2]) == 2  # final: all of them
