@@ -401,6 +401,8 @@ def test_roundtrip(source_db: Path, tmp_path: Path, fmt: str, compression: str) 
     )
     assert not result.interrupted and result.manifest is not None
     tables = {t["table"]: t for t in result.manifest["tables"]}
+    # files of several parts: each part's gzip member / zstd frame follows the last
+    assert any(f["parts"] > 1 for f in result.manifest["files"])
     for table in KINDS:
         want = expected_rows(source_db, table)
         files = tables[table]["files"]
