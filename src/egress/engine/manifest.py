@@ -25,10 +25,23 @@ class TableResult:
     checkpoint: Checkpoint
 
 
+def _json_value(v: Any) -> Any:
+    if v is None or isinstance(v, int | float | str | bool):
+        return v
+    if isinstance(v, bytes):
+        return "\\x" + v.hex()  # as CSV writes binary
+    return str(v)
+
+
 def _json_key(key: Key | None) -> list[Any] | None:
-    if key is None:
-        return None
-    return [v if isinstance(v, (int, float, str, bool)) or v is None else str(v) for v in key]
+    return None if key is None else [_json_value(v) for v in key]
+
+
+def key_names(table: TableInfo) -> list[str]:
+    """The key as the user knows it: hidden cursor columns are egress's own."""
+    if not table.hidden_columns:
+        return list(table.key_columns)
+    return list(table.primary_key) or ["rowid"]
 
 
 def build_manifest(
@@ -64,7 +77,7 @@ def build_manifest(
                 "compression": r.spec.compression,
                 "rows": r.checkpoint.rows,
                 "bytes": r.checkpoint.bytes,
-                "key_columns": list(r.table.key_columns),
+                "key_columns": key_names(r.table),
                 "key_range": {"first": _json_key(first), "last": _json_key(r.checkpoint.cursor)},
                 "schema": [
                     {

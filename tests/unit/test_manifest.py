@@ -1,0 +1,47 @@
+"""The manifest names keys as the user knows them and writes every key value as JSON."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from egress.domain.checkpoint import Checkpoint, FileRecord, TaskSpec
+from egress.engine.manifest import MANIFEST, SUCCESS, TableResult, build_manifest, write_manifest
+from egress.sinks.local import LocalSink
+from egress.sources.sqlite import SqliteSource
+
+
+@pytest.mark.parametrize(("schema", "names"), [
+    ("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)", ["id"]),
+    ("CREATE TABLE t (a TEXT, b DATETIME, PRIMARY KEY (b, a))", ["b", "a"]),
+    ("CREATE TABLE t (v TEXT)", ["rowid"]),
+])
+def test_key_columns_and_values(tmp_path: Path, schema: str, names: list[str]) -> None:
+    with sqlite3.connect(tmp_path / "db.sqlite") as conn:
+        conn.execute(schema)
+    conn.close()
+    source = SqliteSource(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    info = source.describe("t")
+    source.close()
+    key = (b"\x00\xff", decimal.Decimal("1.50"), dt.datetime(2024, 1, 2, tzinfo=dt.UTC), 7, None)
+    record = FileRecord(name="t.csv", rows=1, size=10, crc32c=255, sha256=None, parts=1,
+                        first_key=key, last_key=key)
+    cp = Checkpoint(cursor=key, rows=1, bytes=10, files=(record,), done=True)
+    spec = TaskSpec(table="t", format="csv", compression="none", part_rows=1, base_name="t")
+    now = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    manifest = build_manifest(source="sqlite:///db", results=[TableResult(spec, info, cp)],
+                              started_at=now, finished_at=now, destination="/out")
+    (table,) = manifest["tables"]
+    assert table["key_columns"] == names
+    written = ["\\x00ff", "1.50", "2024-01-02 00:00:00+00:00", 7, None]
+    assert table["key_range"] == {"first": written, "last": written}
+    assert manifest["files"][0]["crc32c"] == "000000ff"
+    sink = LocalSink(tmp_path / "out", fsync=False)
+    write_manifest(sink, manifest)
+    assert json.loads(sink.get_object(MANIFEST)) == manifest
+    assert sink.exists(SUCCESS)
