@@ -46,6 +46,8 @@ from egress.sources.base import SOURCE_TYPE, Column, TableInfo
 
 #: Hidden column carrying the rowid of a table without a primary key.
 ROWID = "__egress_rowid"
+#: Up to this many rowids the row estimate is an exact count(*).
+EXACT_COUNT_UNTIL = 2_000_000
 #: Prefix of the hidden columns carrying the raw value of a key column.
 RAW_KEY = "__egress_key_"
 BATCH_ROWS = 16384
@@ -305,7 +307,7 @@ class SqliteSource:
         schema = pa.schema([c.field() for c in columns] + hidden)
         self._plans[table] = _Plan(tuple(selects), tuple(dummies), tuple(converters),
                                    tuple(key_sql), schema)
-        (estimate,) = self._catalog.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()
+        estimate = self._estimate(table, [c.name for c in columns])
         return TableInfo(
             name=table,
             columns=tuple(columns),
@@ -314,6 +316,21 @@ class SqliteSource:
             row_estimate=int(estimate),
             primary_key=primary_key,
         )
+
+    def _estimate(self, table: str, columns: list[str]) -> int:
+        """Rows in ``table``: exact below ``EXACT_COUNT_UNTIL`` rowids, else the largest
+        rowid (O(log n); a count(*) of a huge table would cost seconds on every slice)."""
+        quoted = quote_ident(table)
+        try:
+            (top,) = self._catalog.execute(
+                f"SELECT max({self._rowid_name(table, columns)}) FROM {quoted}"
+            ).fetchone()
+        except sqlite3.Error:  # WITHOUT ROWID table
+            top = None
+        if isinstance(top, int) and top > EXACT_COUNT_UNTIL:
+            return top
+        (count,) = self._catalog.execute(f"SELECT count(*) FROM {quoted}").fetchone()
+        return int(count)
 
     def _rowid_name(self, table: str, columns: list[str]) -> str:
         """The name that reaches the rowid: ``rowid`` unless a column took it."""
