@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from egress.config import default_home
 from egress.domain.checkpoint import Checkpoint, TaskSpec
@@ -47,7 +48,9 @@ _COMPARED = ("source", "tables", "format", "compression", "max_file_size", "opti
 
 
 class Progress(Protocol):
-    def table_started(self, table: str, rows_estimate: int | None, checkpoint: Checkpoint) -> None: ...
+    def table_started(
+        self, table: str, rows_estimate: int | None, checkpoint: Checkpoint
+    ) -> None: ...
     def advanced(self, table: str, checkpoint: Checkpoint) -> None: ...
     def table_done(self, table: str, checkpoint: Checkpoint) -> None: ...
 
@@ -135,6 +138,8 @@ def export(
     if sink.exists(SUCCESS):
         if resume:
             manifest = json.loads(sink.get_object(MANIFEST))
+            # a kill during the final cleanup may have left the state directory behind
+            shutil.rmtree(state.dir, ignore_errors=True)
             return ExportResult(out, False, manifest)
         raise ConfigError(f"{where} already holds a completed export; choose another destination")
     if state.exists() and not resume:
@@ -234,11 +239,28 @@ def _run_table(
     return cp
 
 
+def url_without_password(url: str) -> str:
+    """``postgresql://u:secret@h/db`` → ``postgresql://u@h/db`` (libpq then reads PGPASSWORD)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+
+
+def _comparable(key: str, value: Any) -> Any:
+    # The CLI prints the resume command without the password: both forms are the same source.
+    if key == "source" and isinstance(value, str):
+        return url_without_password(value)
+    return value
+
+
 def _check_same_request(saved: dict[str, Any], request: dict[str, Any]) -> None:
     diffs = [
         f"{key}: checkpoint has {saved.get(key)!r}, asked for {request.get(key)!r}"
         for key in _COMPARED
-        if saved.get(key) != request.get(key)
+        if _comparable(key, saved.get(key)) != _comparable(key, request.get(key))
     ]
     if diffs:
         raise ResumeMismatchError(

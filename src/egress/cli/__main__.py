@@ -1,0 +1,5 @@
+"""``python -m egress.cli``: the same as the ``egress`` command."""
+
+from egress.cli import main
+
+main()
