@@ -63,10 +63,11 @@ def write_home(
 def start_worker(home: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
     env["EGRESS_HOME"] = str(home)
-    return subprocess.Popen(
-        [sys.executable, "-m", "egress.cli", "worker", "--log-level", "INFO", *extra],
-        env=env, stdout=subprocess.DEVNULL, stderr=open(log, "ab"),
-    )
+    with open(log, "ab") as stderr:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "egress.cli", "worker", "--log-level", "INFO", *extra],
+            env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+        )
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
