@@ -16,7 +16,6 @@ import click
 from egress import manager
 from egress.config import Settings, load_settings
 from egress.domain.jobs import ExportState
-from egress.exceptions import ConfigError, EgressError
 from egress.store.base import JobStore
 
 home_option = click.option(
@@ -39,12 +38,9 @@ def open_store(settings: Settings) -> JobStore:
 
 
 def _run(fn: Callable[[], Any]) -> Any:
-    """Turn egress errors into a one-line message and exit code 2/1, never a traceback."""
-    try:
-        return fn()
-    except EgressError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2 if isinstance(exc, ConfigError) else 1)
+    """Run ``fn``; egress errors propagate to ``main``, which prints one line and exits
+    with the code of :mod:`egress.cli.errors`."""
+    return fn()
 
 
 def _settings(home: str | None) -> Settings:

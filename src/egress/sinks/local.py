@@ -119,7 +119,9 @@ class LocalSink:
     def put_object(self, name: str, data: bytes) -> None:
         final = self.path(name)
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.with_name(final.name + ".tmp")
+        # written in the staging area, so a kill never leaves a stray file beside the outputs
+        tmp = self._staged(name + ".object-tmp")
+        tmp.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
