@@ -1,0 +1,70 @@
+"""FastAPI dependencies shared by every router: the store, the settings, the caller.
+
+Contract for routers (the API-core module implements the bodies):
+
+    @router.get("/v1/exports/{export_id}")
+    def show(export_id: str, principal: PrincipalDep, store: StoreDep) -> ...:
+        ...
+
+    @router.post("/v1/exports/{export_id}/cancel",
+                 dependencies=[Depends(require_scope("exports:cancel"))])
+
+``Principal.project`` scopes every query: another project's id answers 404.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from egress.config import Settings
+from egress.store.base import JobStore
+
+SCOPES = ("exports:read", "exports:create", "exports:cancel", "exports:query", "admin")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller: one API token of one project."""
+
+    project: str
+    token_id: str
+    scopes: frozenset[str]
+    client: str | None = None
+
+    def has(self, scope: str) -> bool:
+        return scope in self.scopes or "admin" in self.scopes
+
+
+def get_store(request: Request) -> JobStore:
+    return request.app.state.store
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_principal(request: Request) -> Principal:
+    """Authenticates ``Authorization: Bearer <token>``; 401 problem when missing/invalid.
+    Implemented by the API core (api/auth.py)."""
+    from egress.api.auth import authenticate
+
+    return authenticate(request)
+
+
+def require_scope(scope: str) -> Callable[[Principal], Principal]:
+    """A dependency that answers 403 unless the caller's token has ``scope`` (or admin)."""
+    from egress.api.auth import check_scope
+
+    def dependency(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+        return check_scope(principal, scope)
+
+    return dependency
+
+
+StoreDep = Annotated[JobStore, Depends(get_store)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
