@@ -1,0 +1,82 @@
+"""The job system writing to an S3 destination (a real moto server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from egress.config import load_settings
+from egress.domain.jobs import ExportState
+from egress.manager import ExportRequest, cancel_export, create_export
+from egress.store.sql import SqlJobStore
+from egress.worker.loop import Worker
+from egress.worker.reconciler import reconcile_once
+from jobsharness import make_events_db, wait_until
+
+
+def _settings(tmp_path: Path, bucket: str, source: str):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "egress.toml").write_text(
+        f'[sources.main]\nurl = "{source}"\n\n'
+        f'[destinations.lake]\ntype = "s3"\nbucket = "{bucket}"\nprefix = "egress"\n'
+        "min_part_bytes = 1024\n\n"
+        "[worker]\nconcurrency = 2\nslice_seconds = 0.5\nheartbeat_seconds = 0.2\n"
+        "poll_seconds = 0.05\nreconcile_seconds = 0.2\nlease_seconds = 5.0\n"
+    )
+    return load_settings(home, env={})
+
+
+def test_job_export_to_s3_completes_with_manifest(tmp_path: Path, s3) -> None:
+    source = make_events_db(tmp_path / "src.db", {"a": 20_000, "b": 5_000})
+    settings = _settings(tmp_path, s3.name, source)
+    store = SqlJobStore(settings.store_url)
+    try:
+        store.migrate()
+        export, _ = create_export(
+            store, settings,
+            ExportRequest(source="main", tables=("a", "b"), format="csv", compression="gzip",
+                          destination="lake", options={"part_rows": 3000}),
+        )
+        assert Worker(store, settings).run(exit_when_idle=True) == 0
+        final = store.export_get(None, export.id)
+        assert final is not None and final.state is ExportState.COMPLETED
+        prefix = f"egress/default/{export.id}/"
+        objects = s3.objects(prefix)
+        assert set(objects) == {"a.csv.gz", "b.csv.gz", "manifest.json", "_SUCCESS"}
+        manifest = json.loads(objects["manifest.json"])
+        assert manifest["total_rows"] == 25_000
+        assert s3.uploads(prefix) == []
+    finally:
+        store.close()
+
+
+def test_cancelled_job_leaves_no_upload_and_no_object(tmp_path: Path, s3) -> None:
+    source = make_events_db(tmp_path / "src.db", {"big": 200_000})
+    settings = _settings(tmp_path, s3.name, source)
+    store = SqlJobStore(settings.store_url)
+    try:
+        store.migrate()
+        export, _ = create_export(
+            store, settings,
+            ExportRequest(source="main", tables=("big",), format="jsonl", compression="none",
+                          destination="lake", options={"part_rows": 2000}),
+        )
+        worker = Worker(store, settings)
+        thread = threading.Thread(target=worker.run, kwargs={"exit_when_idle": True})
+        thread.start()
+        prefix = f"egress/default/{export.id}/"
+        try:
+            assert wait_until(lambda: s3.uploads(prefix) != [], 30)
+            cancel_export(store, "default", export.id)
+        finally:
+            thread.join(timeout=60)
+        assert not thread.is_alive()
+        assert store.export_get(None, export.id).state is ExportState.CANCELLED
+        assert wait_until(lambda: reconcile_once(store, settings).cleaned == 1
+                          or s3.uploads(prefix) == [], 10)
+        assert s3.uploads(prefix) == []
+        assert s3.objects(prefix) == {}
+    finally:
+        store.close()
