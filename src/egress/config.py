@@ -88,6 +88,11 @@ class ExportDefaults:
     #: Partial outputs of a failed export are kept this long (seconds) so that a retry
     #: continues from its checkpoints; then the reconciler removes them.
     failed_retention_seconds: float = 86400.0
+    #: Multipart uploads under an S3 destination older than this (and than max_duration)
+    #: that no export finished are aborted by the reconciler.
+    orphan_upload_seconds: float = 86400.0
+    #: How often the reconciler looks for such uploads.
+    orphan_sweep_seconds: float = 600.0
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,20 @@ def test_cancelled_job_leaves_no_upload_and_no_object(tmp_path: Path, s3) -> Non
         assert s3.objects(prefix) == {}
     finally:
         store.close()
+
+
+def test_reconciler_aborts_orphaned_uploads_under_the_prefix_only(tmp_path: Path, s3) -> None:
+    from egress.worker.reconciler import sweep_orphaned_uploads
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "egress.toml").write_text(
+        f'[destinations.lake]\ntype = "s3"\nbucket = "{s3.name}"\nprefix = "egress"\n\n'
+        "[export]\nmax_duration = 0.0\norphan_upload_seconds = 0.0\norphan_sweep_seconds = 0.0\n"
+    )
+    settings = load_settings(home, env={})
+    client = s3.client
+    client.create_multipart_upload(Bucket=s3.name, Key="egress/default/exp_x/t.csv")
+    client.create_multipart_upload(Bucket=s3.name, Key="other-app/file.bin")
+    assert sweep_orphaned_uploads(settings) == 1
+    assert [u["Key"] for u in s3.uploads()] == ["other-app/file.bin"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from egress.config import Settings
 from egress.domain.jobs import ExportState
 from egress.manager import remove_outputs
 from egress.metrics import STALE_CLAIMS_RESET
+from egress.sinks import sink_from_destination
 from egress.store.base import JobStore
 from egress.worker.finalize import finalize_export
 
@@ -21,6 +23,33 @@ class ReconcileReport:
     overdue: int = 0
     finalized: int = 0
     cleaned: int = 0
+    aborted_uploads: int = 0
+
+
+_last_sweep: dict[str, float] = {}
+
+
+def sweep_orphaned_uploads(settings: Settings, now: float | None = None) -> int:
+    """Abort multipart uploads under each S3 destination's prefix that are older than
+    ``orphan_upload_seconds`` (at least the exports' ``max_duration``, so no running
+    export can own them): what a crash between CreateMultipartUpload and the checkpoint
+    commit leaves behind. Runs at most once per ``orphan_sweep_seconds``."""
+    now = time.time() if now is None else now
+    age = max(settings.export.orphan_upload_seconds, settings.export.max_duration)
+    aborted = 0
+    for name, dest in settings.destinations.items():
+        if dest.get("type") != "s3":
+            continue
+        if now - _last_sweep.get(name, 0.0) < settings.export.orphan_sweep_seconds:
+            continue
+        _last_sweep[name] = now
+        try:
+            sink = sink_from_destination(dest)
+            aborted += sink.abort_orphaned_uploads(age)  # type: ignore[attr-defined]
+        except Exception as exc:  # the next sweep tries again
+            log.warning("orphan upload sweep failed", extra={"destination": name,
+                                                             "error": str(exc)})
+    return aborted
 
 
 def reconcile_once(store: JobStore, settings: Settings) -> ReconcileReport:
@@ -55,4 +84,5 @@ def reconcile_once(store: JobStore, settings: Settings) -> ReconcileReport:
         if store.export_mark_cleaned(export.id):
             remove_outputs(store, settings, export)
             report.cleaned += 1
+    report.aborted_uploads = sweep_orphaned_uploads(settings)
     return report
