@@ -168,6 +168,18 @@ def test_decimal_and_text_keys(tmp_path: Path, opened: list[SqliteSource]) -> No
     assert [r["code"] for r in t] == ["", "a", "b", "é", "blob"]
 
 
+def test_real_in_decimal_column_rounds_to_the_declared_scale(
+    tmp_path: Path, opened: list[SqliteSource]
+) -> None:
+    # what an application computing in floats stores in a DECIMAL(12,2) column
+    url = make(tmp_path, "CREATE TABLE t (id INTEGER PRIMARY KEY, a DECIMAL(12,2));",
+               {"t": [(1, 3 * 12.34), (2, 0.1 + 0.2), (3, "1234567890.25"), (4, 1e9)]})
+    s = source_for(opened, url)
+    rows = read_all(s, s.describe("t"), 10)
+    assert [r["a"] for r in rows] == [decimal.Decimal(v) for v in
+                                      ("37.02", "0.30", "1234567890.25", "1000000000.00")]
+
+
 def test_values_of_each_type(tmp_path: Path, opened: list[SqliteSource]) -> None:
     url = make(tmp_path, """
         CREATE TABLE v (id INTEGER PRIMARY KEY, d DECIMAL(18,2), tz TIMESTAMPTZ, b BOOLEAN,

@@ -96,9 +96,13 @@ def _cast(arrays: list[pa.Array], field: pa.Field, to: pa.DataType | None = None
 
 def _numeric(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
     """Text of non-REAL values, plus REAL values as the shortest text that reads back to
-    the same double (SQLite's own CAST keeps only 15 digits)."""
+    the same double (SQLite's own CAST keeps only 15 digits). In a DECIMAL(p,s) column a
+    REAL is rounded to the declared scale first: 3 * 12.34 is stored as
+    37.019999999999996 and means 37.02."""
     text, real = arrays
     if real.null_count < len(real):
+        if pa.types.is_decimal(field.type):
+            real = pc.round(real, ndigits=field.type.scale)
         text = pc.coalesce(text, pc.cast(real, pa.string()))
     return _cast([text], field)
 
