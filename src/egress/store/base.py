@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from egress.domain.jobs import ExportRecord, ExportState, Heartbeat, TaskRecord
+from egress.domain.progress import ExportProgress
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,12 @@ class JobStore(Protocol):
 
     def export_mark_cleaned(self, export_id: str) -> bool:
         """Record that the outputs of a cancelled/failed export were removed."""
+        ...
+
+    # --- progress (live events) -------------------------------------------------------
+    def export_progress_many(self, export_ids: Sequence[str]) -> dict[str, ExportProgress]:
+        """State, counters and per-table progress of every export in ``export_ids`` that
+        exists, read in one query (any project: callers check access first)."""
         ...
 
     # --- tasks ------------------------------------------------------------------------

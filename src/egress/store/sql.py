@@ -7,18 +7,19 @@ condition no longer holds (a lost lease, an export that moved on): the operation
 returns False or None and changes nothing.
 
 The code is split by subject: ``core`` (transactions, clock, companion writes),
-``sql_exports``, ``sql_tasks`` and ``claim``. What differs by dialect is confined to
-``engine`` (clock, tokens, connection setup) and the claim's ``SKIP LOCKED``. All SQL
-of egress lives in this package.
+``sql_exports``, ``sql_tasks``, ``sql_progress`` and ``claim``. What differs by dialect
+is confined to ``engine`` (clock, tokens, connection setup) and the claim's ``SKIP
+LOCKED``. All SQL of egress lives in this package.
 """
 
 from __future__ import annotations
 
 from egress.store.sql_exports import ExportOps
+from egress.store.sql_progress import ProgressOps
 from egress.store.sql_tasks import TaskOps
 
 
-class SqlJobStore(ExportOps, TaskOps):
+class SqlJobStore(ExportOps, TaskOps, ProgressOps):
     """A job store at ``url``: ``sqlite:///PATH`` or ``postgresql://…`` (psycopg 3).
 
     Thread-safe (a connection pool); several processes may share one store.

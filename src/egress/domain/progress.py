@@ -1,0 +1,47 @@
+"""Progress of an export as one read of the store sees it: what live events are made of.
+
+Pure values, read for many exports at once by ``JobStore.export_progress_many`` (one
+query per poll of the event hub, however many clients watch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egress.domain.jobs import ExportState, TaskState
+
+
+@dataclass(frozen=True)
+class TaskProgress:
+    table: str
+    seq: int
+    state: TaskState
+    rows: int
+    bytes: int
+    #: The catalog's row estimate when the export was created (None: unknown).
+    rows_estimate: int | None
+    attempts: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ExportProgress:
+    id: str
+    project: str
+    state: ExportState
+    error: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    #: The latest ``updated_at`` of the export and its tasks (the store's clock): it
+    #: grows with every change, so it serves as the version of this reading.
+    version: float
+    tasks: tuple[TaskProgress, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tasks)
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tasks)

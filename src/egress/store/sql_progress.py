@@ -1,0 +1,75 @@
+"""Progress reads of SqlJobStore: the state and counters of many exports in one query.
+
+The event hub of the API asks this once per interval for every export that somebody
+watches, instead of each client polling the database on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from egress.domain.jobs import ExportState, TaskState
+from egress.domain.progress import ExportProgress, TaskProgress
+from egress.store.core import SqlCore
+from egress.store.schema import exports, tasks
+
+#: Ids per statement: far below SQLite's bound-parameter limit (32766), and one
+#: statement for any realistic number of watched exports.
+IDS_PER_QUERY = 2000
+
+_COLUMNS = (
+    exports.c.id, exports.c.project, exports.c.state, exports.c.error, exports.c.created_at,
+    exports.c.started_at, exports.c.finished_at, exports.c.updated_at,
+    tasks.c.table_name, tasks.c.seq, tasks.c.state.label("task_state"), tasks.c.rows,
+    tasks.c.bytes, tasks.c.rows_estimate, tasks.c.attempts, tasks.c.error.label("task_error"),
+    tasks.c.updated_at.label("task_updated_at"),
+)
+
+
+class ProgressOps(SqlCore):
+    def export_progress_many(self, export_ids: Sequence[str]) -> dict[str, ExportProgress]:
+        ids = sorted(set(export_ids))
+        if not ids:
+            return {}
+
+        def run(conn: Connection) -> list[sa.Row[Any]]:
+            rows: list[sa.Row[Any]] = []
+            for i in range(0, len(ids), IDS_PER_QUERY):
+                # One statement per chunk: an export and its tasks come from one snapshot.
+                rows += conn.execute(
+                    sa.select(*_COLUMNS)
+                    .select_from(exports.outerjoin(tasks, tasks.c.export_id == exports.c.id))
+                    .where(exports.c.id.in_(ids[i : i + IDS_PER_QUERY]))
+                    .order_by(exports.c.id, tasks.c.seq)
+                ).all()
+            return rows
+
+        return _group(self._tx(run, read_only=True))
+
+
+def _group(rows: Sequence[sa.Row[Any]]) -> dict[str, ExportProgress]:
+    heads: dict[str, sa.Row[Any]] = {}
+    task_lists: dict[str, list[TaskProgress]] = {}
+    versions: dict[str, float] = {}
+    for r in rows:
+        heads.setdefault(r.id, r)
+        found = task_lists.setdefault(r.id, [])
+        versions[r.id] = max(versions.get(r.id, r.updated_at), r.task_updated_at or 0.0)
+        if r.seq is not None:  # an export without tasks has one row of NULLs
+            found.append(TaskProgress(
+                table=r.table_name, seq=r.seq, state=TaskState(r.task_state), rows=r.rows,
+                bytes=r.bytes, rows_estimate=r.rows_estimate, attempts=r.attempts,
+                error=r.task_error,
+            ))
+    return {
+        export_id: ExportProgress(
+            id=export_id, project=h.project, state=ExportState(h.state), error=h.error,
+            created_at=h.created_at, started_at=h.started_at, finished_at=h.finished_at,
+            version=versions[export_id], tasks=tuple(task_lists[export_id]),
+        )
+        for export_id, h in heads.items()
+    }
