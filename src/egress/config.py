@@ -28,7 +28,7 @@ environment variables < explicit arguments.
 
 Environment: ``EGRESS_HOME``, ``EGRESS_STORE_URL``, ``EGRESS_SOURCE_<NAME>_URL``,
 ``EGRESS_WORKER_<SETTING>`` (e.g. ``EGRESS_WORKER_LEASE_SECONDS=20``),
-``EGRESS_EXPORT_<SETTING>``.
+``EGRESS_EXPORT_<SETTING>``, ``EGRESS_API_<SETTING>`` (see ApiSettings).
 """
 
 from __future__ import annotations
@@ -96,6 +96,36 @@ class ExportDefaults:
 
 
 @dataclass(frozen=True)
+class ApiSettings:
+    """The HTTP API (``egress serve``); ``[api]`` in egress.toml, ``EGRESS_API_<SETTING>``."""
+
+    #: Largest request body accepted (bytes); larger ones get 413.
+    max_body_bytes: int = 256 * 1024
+    #: Requests per second each token may make on average (token bucket), and the burst
+    #: it may make at once; above it: 429 with Retry-After.
+    rate_limit_per_second: float = 20.0
+    rate_limit_burst: int = 100
+    #: Exports a project may have queued or running at once; more: 429 with Retry-After.
+    max_active_exports: int = 20
+    #: ``GET …/rows`` streams a table only up to this many estimated rows; above, it
+    #: answers 422 and points to ``POST /v1/exports``.
+    sync_max_rows: int = 100_000
+    #: Lifetime of the presigned S3 URL a download redirects to (seconds).
+    presign_seconds: int = 300
+    #: Signed download links: default and longest lifetime (seconds).
+    link_default_seconds: int = 3600
+    link_max_seconds: int = 7 * 24 * 3600
+    #: Key that signs download links (any long random string). Empty: a key is generated
+    #: once into ``HOME/api-link-key`` (mode 0600). API nodes that share links need the
+    #: same key. Never logged.
+    link_signing_key: str = field(default="", repr=False)
+    #: Throughput assumed by ``POST /v1/exports:estimate`` for its time estimate.
+    estimate_rows_per_second: float = 200_000.0
+    #: ``last_used_at`` of a token is written at most this often (seconds).
+    token_touch_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     store_url: str
@@ -103,6 +133,7 @@ class Settings:
     destinations: dict[str, dict[str, Any]] = field(default_factory=dict)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     export: ExportDefaults = field(default_factory=ExportDefaults)
+    api: ApiSettings = field(default_factory=ApiSettings)
     #: Whether API callers / `jobs create` may name a source by URL instead of by name.
     allow_source_urls: bool = True
 
@@ -167,11 +198,14 @@ def load_settings(
 
     worker_values = dict(data.get("worker", {}))
     export_values = dict(data.get("export", {}))
+    api_values = dict(data.get("api", {}))
     for key, value in env.items():
         if key.startswith("EGRESS_WORKER_"):
             worker_values[key[len("EGRESS_WORKER_") :].lower()] = value
         elif key.startswith("EGRESS_EXPORT_"):
             export_values[key[len("EGRESS_EXPORT_") :].lower()] = value
+        elif key.startswith("EGRESS_API_"):
+            api_values[key[len("EGRESS_API_") :].lower()] = value
 
     return Settings(
         home=home_path,
@@ -180,5 +214,6 @@ def load_settings(
         destinations=destinations,
         worker=_coerce(WorkerSettings, worker_values, "worker"),
         export=_coerce(ExportDefaults, export_values, "export"),
+        api=_coerce(ApiSettings, api_values, "api"),
         allow_source_urls=bool(data.get("allow_source_urls", True)),
     )

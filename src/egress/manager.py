@@ -20,12 +20,14 @@ from egress.domain.checkpoint import Checkpoint
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
 from egress.engine.manifest import MANIFEST, SUCCESS
+from egress.engine.selection import check_selection
 from egress.exceptions import ConfigError, NotFoundError
 from egress.formats import check_format, get_compression
 from egress.sinks import sink_from_destination
 from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
 from egress.sources import open_source
+from egress.sources.base import TableInfo
 from egress.store.base import JobStore
 
 DEFAULT_PROJECT = "default"
@@ -36,6 +38,8 @@ EXPORT_OPTIONS = {
     "max_file_size": "start a new numbered file above this many bytes",
     "part_size": "target bytes per part",
     "part_rows": "rows per part (overrides part_size)",
+    "select": "per table: the columns to export and filters on rows "
+              '({"TABLE": {"columns": [...], "filters": [{"column", "op", "value"}]}})',
 }
 
 
@@ -80,6 +84,34 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     return dict(options)
 
 
+def _check_select(select: Any, infos: list[TableInfo]) -> dict[str, Any]:
+    """Per-table columns and filters, checked against the catalog and normalised."""
+    by_name = {info.name: info for info in infos}
+    if not isinstance(select, dict):
+        raise ConfigError("export option select must map table names to columns/filters")
+    checked: dict[str, Any] = {}
+    for table, wanted in select.items():
+        if table not in by_name:
+            raise ConfigError(
+                f"columns/filters given for table {table!r}, which is not exported; "
+                f"exported tables: {', '.join(by_name)}"
+            )
+        wanted = wanted if isinstance(wanted, dict) else {}
+        unknown = sorted(set(wanted) - {"columns", "filters"})
+        if unknown:
+            raise ConfigError(f"unknown key(s) {', '.join(unknown)} for table {table!r}; "
+                              "allowed: columns, filters")
+        columns, predicate = check_selection(by_name[table], wanted.get("columns"),
+                                             wanted.get("filters"))
+        if columns is None and predicate is None:
+            continue
+        checked[table] = {
+            "columns": list(columns) if columns is not None else None,
+            "filters": predicate.to_json() if predicate is not None else None,
+        }
+    return checked
+
+
 def create_export(
     store: JobStore,
     settings: Settings,
@@ -110,6 +142,8 @@ def create_export(
         infos = [source.describe(t) for t in tables]
     finally:
         source.close()
+    if "select" in options:
+        options["select"] = _check_select(options["select"], infos)
     export_id = new_id("exp")
     export = ExportRecord(
         id=export_id,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from egress.domain.keys import Key, decode_key, encode_key
+from egress.domain.predicate import Predicate
 
 CHECKPOINT_VERSION = 1
 
@@ -33,11 +34,15 @@ class TaskSpec:
     min_part_bytes: int = 0
     #: Start a new numbered file once a file holds at least this many bytes.
     max_file_size: int | None = None
+    #: The output columns, in this order (None: every column of the table).
     columns: tuple[str, ...] | None = None
+    #: Only rows matching it are exported (None: every row).
+    predicate: Predicate | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["columns"] = list(self.columns) if self.columns is not None else None
+        data["predicate"] = self.predicate.to_json() if self.predicate is not None else None
         return data
 
     @classmethod
@@ -45,6 +50,7 @@ class TaskSpec:
         data = dict(data)
         if data.get("columns") is not None:
             data["columns"] = tuple(data["columns"])
+        data["predicate"] = Predicate.from_json(data.get("predicate"))
         return cls(**data)
 
 

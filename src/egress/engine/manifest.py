@@ -12,7 +12,7 @@ from egress import __version__
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.keys import Key
 from egress.sinks.base import Sink
-from egress.sources.base import TableInfo
+from egress.sources.base import Column, TableInfo
 
 MANIFEST = "manifest.json"
 SUCCESS = "_SUCCESS"
@@ -42,6 +42,14 @@ def key_names(table: TableInfo) -> list[str]:
     if not table.hidden_columns:
         return list(table.key_columns)
     return list(table.primary_key) or ["rowid"]
+
+
+def _selected(r: TableResult) -> list[Column]:
+    """The exported columns, in output order."""
+    if r.spec.columns is None:
+        return list(r.table.columns)
+    by_name = {c.name: c for c in r.table.columns}
+    return [by_name[n] for n in r.spec.columns]
 
 
 def build_manifest(
@@ -87,9 +95,11 @@ def build_manifest(
                         "nullable": c.nullable,
                         **({"logical_type": c.logical_type} if c.logical_type else {}),
                     }
-                    for c in r.table.columns
+                    for c in _selected(r)
                 ],
                 "files": [f["name"] for f in table_files],
+                # only rows matching every filter were exported
+                **({"filters": r.spec.predicate.to_json()} if r.spec.predicate else {}),
             }
         )
     return {

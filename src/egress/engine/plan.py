@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from egress.domain.checkpoint import TaskSpec
+from egress.domain.predicate import Predicate
 from egress.engine.naming import safe_base_name
+from egress.engine.selection import selected_schema
 from egress.formats import get_compression, make_format
 from egress.sources.base import Source, TableInfo
 
@@ -41,14 +43,17 @@ def plan_task(
     max_file_size: int | None = None,
     min_part_bytes: int = 0,
     options: dict[str, Any] | None = None,
+    columns: tuple[str, ...] | None = None,
+    predicate: Predicate | None = None,
 ) -> TaskSpec:
-    """A task for ``table``. Rows per part come from ``part_rows`` or from encoding a
-    sample of the table's first rows, so that a part is about ``part_size`` bytes."""
+    """A task for ``table`` (only ``columns`` and the rows matching ``predicate``, if
+    given: checked by ``engine.selection``). Rows per part come from ``part_rows`` or
+    from encoding a sample of the first rows, so that a part is about ``part_size`` bytes."""
     get_compression(compression)
     opts = format_options(format, source, table, compression, options or {})
     fmt = make_format(format, opts)
     if part_rows is None:
-        part_rows = _rows_for_size(source, table, fmt, part_size)
+        part_rows = _rows_for_size(source, table, fmt, part_size, columns, predicate)
     return TaskSpec(
         table=table.name,
         format=format,
@@ -58,14 +63,19 @@ def plan_task(
         format_options=opts,
         min_part_bytes=min_part_bytes,
         max_file_size=max_file_size,
+        columns=columns,
+        predicate=predicate,
     )
 
 
-def _rows_for_size(source: Source, table: TableInfo, fmt: Any, part_size: int) -> int:
-    encoder = fmt.part_encoder(table.schema, 0)
+def _rows_for_size(
+    source: Source, table: TableInfo, fmt: Any, part_size: int,
+    columns: tuple[str, ...] | None, predicate: Predicate | None,
+) -> int:
+    encoder = fmt.part_encoder(selected_schema(table, columns), 0)
     rows = 0
-    names = table.column_names
-    for batch in source.read(table, None, SAMPLE_ROWS):
+    names = list(columns) if columns is not None else table.column_names
+    for batch in source.read(table, None, SAMPLE_ROWS, predicate=predicate):
         encoder.add(batch.select(names))
         rows += batch.num_rows
     if rows == 0 or encoder.size == 0:

@@ -23,6 +23,7 @@ from egress.domain.checkpoint import Checkpoint, FileRecord, OpenFile, PartRecor
 from egress.domain.keys import Key
 from egress.engine.naming import file_name
 from egress.engine.resume import verify_open_file
+from egress.engine.selection import selected_schema
 from egress.exceptions import DataError
 from egress.formats import get_compression, make_format
 from egress.formats.base import Format
@@ -65,8 +66,9 @@ class Task:
         self.fmt = make_format(self.spec.format, self.spec.format_options)
         outer = "none" if self.fmt.self_contained else self.spec.compression
         self.compression = get_compression(outer)
-        self._schema = self.table.schema
-        self._names = self.table.column_names
+        # a column subset is selected from full batches: key columns stay readable
+        self._schema = selected_schema(self.table, self.spec.columns)
+        self._names = self._schema.names
 
     # --- reading ----------------------------------------------------------------------
 
@@ -102,7 +104,9 @@ class Task:
         while True:
             encoder = fmt.part_encoder(self._schema, rows_before + rows)
             got = 0
-            with contextlib.closing(self.source.read(self.table, after, spec.part_rows)) as it:
+            batches = self.source.read(self.table, after, spec.part_rows,
+                                       predicate=spec.predicate)
+            with contextlib.closing(batches) as it:
                 for batch in it:
                     if first_key is None:
                         first_key = self._key_at(batch, 0)

@@ -14,6 +14,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from egress.domain.keys import Key
+from egress.domain.predicate import Predicate
 
 #: Field metadata key that says what a column held in the source when Arrow's type
 #: alone does not tell (``json``; ``decimal`` for unconstrained NUMERIC kept as text).
@@ -74,8 +75,12 @@ class Source(Protocol):
         """Catalog entry of ``table``; raises TableNotFoundError / NoUsableKeyError."""
         ...
 
-    def read(self, table: TableInfo, after: Key | None, limit: int) -> Iterator[pa.RecordBatch]:
-        """Up to ``limit`` rows with key > ``after``, in key order, as batches."""
+    def read(
+        self, table: TableInfo, after: Key | None, limit: int,
+        predicate: Predicate | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Up to ``limit`` rows with key > ``after`` (and matching ``predicate``: its
+        values bound as parameters), in key order, as batches."""
         ...
 
     def close(self) -> None: ...

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ import pyarrow.compute as pc
 from psycopg import sql
 
 from egress.domain.keys import Key, KeyValue
+from egress.domain.predicate import Predicate
 from egress.exceptions import (
     DataError,
     NoUsableKeyError,
@@ -37,6 +39,7 @@ from egress.exceptions import (
 from egress.sources import redact_url
 from egress.sources.base import Column, TableInfo
 from egress.sources.pg_types import PgMapping, conform, list_check_sql, map_type
+from egress.sources.predicate_sql import render_conditions
 
 #: Batches handed to the engine hold at most this many rows (slices, no copies).
 BATCH_ROWS = 65536
@@ -54,6 +57,8 @@ SESSION_SETTINGS = (
 # SQLSTATEs (and classes) after which a retry later may succeed.
 _TRANSIENT_CLASSES = ("08", "53", "57", "40")
 _TRANSIENT_CODES = ("55P03", "55006")
+#: A type's length/precision (``varchar(20)``, ``numeric(10,2)``, ``timestamp(3)``).
+_FILTER_TYPMOD = re.compile(r"\(\s*\d+(?:\s*,\s*\d+)?\s*\)")
 
 _TABLES_SQL = """
 SELECT c.oid, n.nspname, c.relname, pg_table_is_visible(c.oid), c.relispartition
@@ -305,7 +310,12 @@ class PostgresSource:
 
     # --- rows -------------------------------------------------------------------------
 
-    def _query(self, table: TableInfo, plan: _Plan, after: Key | None) -> str:
+    def _query(
+        self, table: TableInfo, plan: _Plan, after: Key | None,
+        predicate: Predicate | None = None, params: list[object] | None = None,
+    ) -> str:
+        """The keyset query. Its parameters: the cursor's values, then the filter values
+        (appended to ``params``), then the LIMIT."""
         def col(name: str) -> str:
             # qualified, so that ORDER BY never resolves to a selected ``col::text``
             return "t." + quote_ident(name)
@@ -319,26 +329,40 @@ class PostgresSource:
             if m.list_check
         ]
         keys = [col(k) for k in table.key_columns]
-        where = ""
+        conditions = []
         if after is not None:
-            params = [f"CAST(${i}::text AS {t})" for i, t in enumerate(plan.key_types, 1)]
+            casts = [f"CAST(${i}::text AS {t})" for i, t in enumerate(plan.key_types, 1)]
             if len(keys) == 1:
-                where = f" WHERE {keys[0]} > {params[0]}"
+                conditions.append(f"{keys[0]} > {casts[0]}")
             else:
-                where = f" WHERE ({', '.join(keys)}) > ({', '.join(params)})"
-        limit = f"${len(after) + 1}" if after is not None else "$1"
+                conditions.append(f"({', '.join(keys)}) > ({', '.join(casts)})")
+        bound = params if params is not None else []
+        first = len(after or ()) + 1
+        types = {c.name: _FILTER_TYPMOD.sub("", c.source_type) for c in table.columns}
+
+        def bind(column: str, value: object) -> str:
+            bound.append(filter_text(value))
+            # the column's own type (without length/precision, which would round or cut)
+            return f"CAST(${first + len(bound) - 1}::text AS {types[column]})"
+
+        conditions += render_conditions(predicate, col, bind)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         return (
             f"SELECT {', '.join(selects)} FROM {plan.qualified} AS t{where} "
-            f"ORDER BY {', '.join(keys)} LIMIT {limit}"
+            f"ORDER BY {', '.join(keys)} LIMIT ${first + len(bound)}"
         )
 
-    def read(self, table: TableInfo, after: Key | None, limit: int) -> Iterator[pa.RecordBatch]:
+    def read(
+        self, table: TableInfo, after: Key | None, limit: int,
+        predicate: Predicate | None = None,
+    ) -> Iterator[pa.RecordBatch]:
         plan = self._plans.get(table.name)
         if plan is None:
             self.describe(table.name)
             plan = self._plans[table.name]
-        query = self._query(table, plan, after)
-        params = (*(key_text(v) for v in (after or ())), int(limit))
+        filter_values: list[object] = []
+        query = self._query(table, plan, after, predicate, filter_values)
+        params = (*(key_text(v) for v in (after or ())), *filter_values, int(limit))
         checks = [c for c, m in zip(table.columns, plan.mappings, strict=True) if m.list_check]
         schema = table.schema
         if self._reader is not None:
@@ -411,6 +435,15 @@ def _shape_error(column: Column) -> DataError:
         "multi-dimensional or does not start at index 1, which an Arrow list cannot hold; "
         "declare the column with its dimensions (e.g. integer[][]) so egress exports it as text"
     )
+
+
+def filter_text(value: object) -> str:
+    """A filter value as text for ``CAST($n::text AS type)``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
 
 
 def key_text(value: KeyValue) -> str:

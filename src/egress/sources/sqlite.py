@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from egress.domain.keys import Key
+from egress.domain.predicate import Predicate
 from egress.exceptions import (
     DataError,
     NoUsableKeyError,
@@ -43,6 +44,7 @@ from egress.exceptions import (
     TableNotFoundError,
 )
 from egress.sources.base import SOURCE_TYPE, Column, TableInfo
+from egress.sources.predicate_sql import render_conditions
 
 #: Hidden column carrying the rowid of a table without a primary key.
 ROWID = "__egress_rowid"
@@ -354,24 +356,41 @@ class SqliteSource:
             plan = self._plans[table.name]
         return plan
 
-    def _query(self, table: TableInfo, plan: _Plan, after: Key | None) -> str:
+    def _query(
+        self, table: TableInfo, plan: _Plan, after: Key | None, predicate: Predicate | None,
+        params: list[object],
+    ) -> str:
+        """The keyset query; appends its parameters but the LIMIT to ``params``, in
+        placeholder order."""
         keys = ", ".join(plan.key_sql)
-        where = ""
+        conditions = []
         if after is not None:
             if len(after) > 1:
-                where = f"WHERE ({keys}) > ({', '.join('?' for _ in after)}) "
+                conditions.append(f"({keys}) > ({', '.join('?' for _ in after)})")
             else:
-                where = f"WHERE {keys} > ? "
+                conditions.append(f"{keys} > ?")
+            params.extend(after)
+
+        def bind(_column: str, value: object) -> str:
+            params.append(int(value) if isinstance(value, bool) else value)
+            return "?"
+
+        conditions += render_conditions(predicate, quote_ident, bind)
+        where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
         return (
             f"SELECT 1, {', '.join(plan.dummies)} UNION ALL SELECT * FROM ("
             f"SELECT 0, {', '.join(plan.selects)} FROM {quote_ident(table.name)} "
             f"{where}ORDER BY {keys} LIMIT ?)"
         )
 
-    def read(self, table: TableInfo, after: Key | None, limit: int) -> Iterator[pa.RecordBatch]:
+    def read(
+        self, table: TableInfo, after: Key | None, limit: int,
+        predicate: Predicate | None = None,
+    ) -> Iterator[pa.RecordBatch]:
         plan = self._plan(table)
-        sql = self._query(table, plan, after)
-        params = (*(after or ()), limit)
+        values: list[object] = []
+        sql = self._query(table, plan, after, predicate, values)
+        params = (*values, limit)
         cur = self._conn.cursor()
         try:
             cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from egress.domain.access import AuditEntry, TokenRecord
 from egress.domain.jobs import ExportRecord, ExportState, Heartbeat, TaskRecord
 from egress.domain.progress import ExportProgress
 
@@ -178,4 +179,50 @@ class JobStore(Protocol):
 
     def lease_events(self, task_id: str | None = None) -> list[LeaseEvent]:
         """The lease log in order (for tests and audits)."""
+        ...
+
+    # --- API tokens (store/sql_tokens.py) ---------------------------------------------
+    def token_create(self, token: TokenRecord) -> TokenRecord:
+        """Store a new token (its hash only); its project is created if new."""
+        ...
+
+    def token_find(self, token_hash: str) -> TokenRecord | None:
+        """The token with this SHA-256, revoked or not (callers check ``active``)."""
+        ...
+
+    def token_get(self, token_id: str) -> TokenRecord | None:
+        """The token with this id, revoked or not."""
+        ...
+
+    def token_touch(self, token_id: str, min_interval: float) -> bool:
+        """Set ``last_used_at`` to now unless it was set less than ``min_interval`` s ago
+        (one write per token per interval, not one per request)."""
+        ...
+
+    def token_list(self, project: str | None = None) -> list[TokenRecord]:
+        """Tokens of ``project`` (None: every project), oldest first."""
+        ...
+
+    def token_revoke(self, token_id: str, project: str | None = None) -> TokenRecord | None:
+        """Revoke a token (idempotent); None if there is no such token (in ``project``)."""
+        ...
+
+    # --- audit log and readiness (store/sql_audit.py) ---------------------------------
+    def audit_write(self, entry: AuditEntry) -> AuditEntry:
+        """Append one entry; the store sets its id and time."""
+        ...
+
+    def audit_list(
+        self,
+        project: str,
+        *,
+        export_id: str | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[AuditEntry]:
+        """Entries of ``project`` (of one export if given), newest first."""
+        ...
+
+    def schema_current(self) -> bool:
+        """Whether the schema is at the newest migration; StoreError if unreachable."""
         ...

@@ -191,6 +191,23 @@ deliveries = sa.Table(
     sa.Index(None, "export_id"),
 )
 
+# API tokens: only the SHA-256 of a token is kept; revoking sets revoked_at (rows stay,
+# so the audit log's token ids keep their meaning).
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("project", PROJECT, sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("token_hash", sa.String(64), nullable=False),
+    sa.Column("scopes", JsonText, nullable=False),
+    sa.Column("created_at", TIME, nullable=False),
+    sa.Column("last_used_at", TIME),
+    sa.Column("revoked_at", TIME),
+    sa.UniqueConstraint("token_hash"),
+    sa.Index(None, "project", "id"),
+)
+
 # No foreign key to exports: the audit trail outlives deleted exports.
 audit_log = sa.Table(
     "audit_log",

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.jobs import ExportRecord, TaskRecord
+from egress.domain.predicate import Predicate
 from egress.engine.plan import plan_task
 from egress.engine.slice import Task, run_slice
 from egress.exceptions import EgressError, LeaseLostError
@@ -79,12 +80,17 @@ class TaskRunner:
                 spec = TaskSpec.from_json(task.spec)
             else:
                 fmt_opts = {"delimiter": opts["delimiter"]} if "delimiter" in opts else {}
+                # columns and filters were checked against the catalog at create time
+                select = (opts.get("select") or {}).get(task.table) or {}
+                columns = select.get("columns")
                 spec = plan_task(
                     source, info, format=export.format, compression=export.compression,
                     part_size=opts.get("part_size") or self.settings.export.part_size,
                     part_rows=opts.get("part_rows"),
                     max_file_size=opts.get("max_file_size") or self.settings.export.max_file_size,
                     min_part_bytes=sink.min_part_bytes, options=fmt_opts,
+                    columns=tuple(columns) if columns else None,
+                    predicate=Predicate.from_json(select.get("filters")),
                 )
                 spec = fit_part_budget(
                     spec, info, opts.get("part_size") or self.settings.export.part_size,

@@ -1,0 +1,160 @@
+"""What part of a table an export asks for: a column subset and a row filter, checked
+against the catalog before anything is stored.
+
+The request form (JSON, per table)::
+
+    {"columns": ["id", "status"],
+     "filters": [{"column": "status", "op": "=", "value": "paid"},
+                 {"column": "amount", "op": ">=", "value": 10}]}
+
+Names must be columns of the table; operators come from a fixed list; each value must
+suit its column's type. Sources bind the values as parameters (never SQL text).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+from typing import Any
+
+import pyarrow as pa
+
+from egress.domain.predicate import OPERATORS, UNARY, Condition, Predicate, Scalar
+from egress.exceptions import ConfigError
+from egress.sources.base import Column, TableInfo
+
+#: Most values an ``in`` condition may list, and most conditions per table.
+MAX_IN_VALUES = 1000
+MAX_CONDITIONS = 32
+_FILTERABLE = "integers, decimals, floats, booleans, text, dates and timestamps"
+
+
+def _kind(column: Column) -> str | None:
+    t = column.arrow_type
+    if column.logical_type == "json":
+        return None
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t) or pa.types.is_decimal(t) or column.logical_type == "decimal":
+        return "number"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "text"
+    if pa.types.is_union(t):  # SQLite column without a declared type
+        return "any"
+    return None
+
+
+def _check_value(column: Column, kind: str, value: Any) -> Scalar:
+    where = f"filter on column {column.name!r} ({column.source_type or 'untyped'})"
+    if isinstance(value, str) and "\x00" in value:
+        raise ConfigError(f"{where}: a value may not contain a NUL character")
+    ok = False
+    if kind == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "number":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        if isinstance(value, float):
+            ok = math.isfinite(value)
+        elif isinstance(value, str):
+            try:
+                ok = decimal.Decimal(value).is_finite()
+            except decimal.InvalidOperation:
+                ok = False
+    elif kind == "boolean":
+        ok = isinstance(value, bool)
+    elif kind == "text":
+        ok = isinstance(value, str)
+    elif kind in ("date", "timestamp"):
+        if isinstance(value, str):
+            try:
+                (dt.date if kind == "date" else dt.datetime).fromisoformat(value)
+                ok = True
+            except ValueError:
+                ok = False
+    elif kind == "any":
+        ok = isinstance(value, str | int) and not isinstance(value, bool)
+        ok = ok or (isinstance(value, float) and math.isfinite(value))
+    if not ok:
+        expected = {
+            "integer": "an integer", "number": "a number", "boolean": "true or false",
+            "text": "a string", "date": "an ISO date string (2024-01-31)",
+            "timestamp": "an ISO timestamp string (2024-01-31T12:00:00Z)",
+            "any": "a string or a number",
+        }[kind]
+        raise ConfigError(f"{where}: value {value!r} is not {expected}")
+    return value  # type: ignore[no-any-return]
+
+
+def check_condition(table: TableInfo, item: dict[str, Any]) -> Condition:
+    by_name = {c.name: c for c in table.columns}
+    name, op = item.get("column"), item.get("op")
+    if not isinstance(name, str) or name not in by_name:
+        raise ConfigError(
+            f"filter column {name!r} is not a column of table {table.name!r}; "
+            f"columns: {', '.join(by_name)}"
+        )
+    if op not in OPERATORS:
+        raise ConfigError(f"unknown filter operator {op!r}; allowed: {', '.join(OPERATORS)}")
+    column = by_name[name]
+    kind = _kind(column)
+    if kind is None:
+        raise ConfigError(
+            f"column {name!r} ({column.source_type}) cannot be filtered; "
+            f"filters work on {_FILTERABLE}"
+        )
+    value = item.get("value")
+    if op in UNARY:
+        if value is not None:
+            raise ConfigError(f"filter operator {op!r} takes no value")
+        return Condition(name, op)
+    if op == "in":
+        if not isinstance(value, list) or not 1 <= len(value) <= MAX_IN_VALUES:
+            raise ConfigError(
+                f"filter operator 'in' takes a list of 1–{MAX_IN_VALUES} values, got {value!r}"
+            )
+        return Condition(name, op, tuple(_check_value(column, kind, v) for v in value))
+    if value is None:
+        raise ConfigError(
+            f"filter operator {op!r} needs a value; to match NULL use 'is_null' or 'not_null'"
+        )
+    return Condition(name, op, _check_value(column, kind, value))
+
+
+def check_selection(
+    table: TableInfo, columns: Any = None, filters: Any = None
+) -> tuple[tuple[str, ...] | None, Predicate | None]:
+    """The checked (columns, predicate) of one table; ConfigError says what is wrong."""
+    names = table.column_names
+    picked: tuple[str, ...] | None = None
+    if columns is not None:
+        if not isinstance(columns, list) or not columns:
+            raise ConfigError(f"columns of table {table.name!r} must be a non-empty list")
+        unknown = [c for c in columns if c not in names]
+        if unknown:
+            raise ConfigError(
+                f"column(s) {', '.join(map(repr, unknown))} not in table {table.name!r}; "
+                f"columns: {', '.join(names)}"
+            )
+        picked = tuple(dict.fromkeys(columns))
+    predicate = None
+    if filters:
+        if not isinstance(filters, list) or len(filters) > MAX_CONDITIONS:
+            raise ConfigError(f"filters must be a list of at most {MAX_CONDITIONS} conditions")
+        predicate = Predicate(tuple(
+            check_condition(table, f if isinstance(f, dict) else {}) for f in filters
+        ))
+    return picked, predicate
+
+
+def selected_schema(table: TableInfo, columns: tuple[str, ...] | None) -> pa.Schema:
+    """The output schema of ``table`` restricted to ``columns`` (in their order)."""
+    if columns is None:
+        return table.schema
+    return pa.schema([table.schema.field(name) for name in columns])

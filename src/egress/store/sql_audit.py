@@ -1,0 +1,74 @@
+"""Audit log and readiness operations of SqlJobStore."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import sqlalchemy as sa
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from egress.domain.access import AuditEntry
+from egress.store.core import SqlCore
+from egress.store.schema import audit_log
+
+
+def audit_entry(row: sa.Row[Any]) -> AuditEntry:
+    m = row._mapping
+    return AuditEntry(
+        id=m["id"], project=m["project"], action=m["action"], token_id=m["token_id"],
+        export_id=m["export_id"], client_address=m["client_address"],
+        details=m["details"] or {}, at=m["at"],
+    )
+
+
+@functools.cache
+def _heads() -> tuple[str, ...]:
+    """The newest revision(s) shipped with this code (reading the scripts costs ms)."""
+    from egress.store.migrations import HERE
+
+    return tuple(ScriptDirectory(str(HERE)).get_heads())
+
+
+class AuditOps(SqlCore):
+    def audit_write(self, entry: AuditEntry) -> AuditEntry:
+        stmt = (
+            audit_log.insert()
+            .values(project=entry.project, token_id=entry.token_id, action=entry.action,
+                    export_id=entry.export_id,
+                    client_address=entry.client_address[:64] if entry.client_address else None,
+                    at=self._now, details=dict(entry.details))
+            .returning(*audit_log.c)
+        )
+        return audit_entry(self._tx(lambda c: c.execute(stmt).one()))
+
+    def audit_list(
+        self,
+        project: str,
+        *,
+        export_id: str | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[AuditEntry]:
+        query = sa.select(audit_log).where(audit_log.c.project == project)
+        if export_id is not None:
+            query = query.where(audit_log.c.export_id == export_id)
+        if before_id is not None:
+            query = query.where(audit_log.c.id < before_id)
+        query = query.order_by(audit_log.c.id.desc()).limit(limit)
+        rows = self._tx(lambda c: c.execute(query).all(), read_only=True)
+        return [audit_entry(r) for r in rows]
+
+    def schema_current(self) -> bool:
+        """Whether the store is reachable and migrated to the newest revision this code
+        knows (``/readyz``); raises StoreError when it cannot be reached."""
+        from egress.store.migrations import VERSION_TABLE
+
+        head = _heads()
+
+        def run(conn: sa.Connection) -> bool:
+            ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+            return set(ctx.get_current_heads()) == set(head)
+
+        return self._tx(run, read_only=True)
