@@ -1,0 +1,68 @@
+"""One egress export in a process of its own, for a clean peak RSS: ``egress.export``
+with a progress object that records the time and row count of every committed part.
+
+    python bench/child.py SOURCE_URL TABLE FORMAT COMPRESSION OUT_DIR TIMINGS_JSON [--profile F]
+
+Writes to TIMINGS_JSON ``{"started": [t0, cpu0], "commits": [[t, rows, bytes, cpu], …]}``
+(monotonic seconds and this process's CPU seconds). With ``--profile F`` the export runs
+under cProfile and the stats go to F.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import time
+from typing import Any
+
+import egress
+
+
+class CommitRecorder:
+    """The ``egress.oneshot.Progress`` protocol, keeping (time, rows, bytes) per commit."""
+
+    def __init__(self) -> None:
+        self.started: tuple[float, float] | None = None
+        self.commits: list[tuple[float, int, int, float]] = []
+
+    def table_started(self, table: str, rows_estimate: int | None, checkpoint: Any) -> None:
+        self.started = (time.monotonic(), time.process_time())
+
+    def advanced(self, table: str, checkpoint: Any) -> None:
+        # a file's completion commits again with the same row count: keep one per count
+        if not self.commits or self.commits[-1][1] != checkpoint.rows:
+            self.commits.append(
+                (time.monotonic(), checkpoint.rows, checkpoint.bytes, time.process_time())
+            )
+
+    def table_done(self, table: str, checkpoint: Any) -> None:
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    for name in ("source", "table", "format", "compression", "out", "timings"):
+        parser.add_argument(name)
+    parser.add_argument("--profile")
+    args = parser.parse_args()
+    recorder = CommitRecorder()
+
+    def run() -> None:
+        egress.export(
+            args.source, [args.table], to=args.out, format=args.format,
+            compression=args.compression, progress=recorder,
+        )
+
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(run)
+        profiler.dump_stats(args.profile)
+    else:
+        run()
+    with open(args.timings, "w") as f:
+        json.dump({"started": recorder.started, "commits": recorder.commits}, f)
+
+
+if __name__ == "__main__":
+    main()
