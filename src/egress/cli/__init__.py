@@ -16,6 +16,8 @@ from egress.cli.demo import demo_command
 from egress.cli.errors import EXIT_INTERRUPTED, exit_code_for, one_line
 from egress.cli.export import export_command
 from egress.cli.jobs import COMMANDS as JOB_COMMANDS
+from egress.cli.serve import serve
+from egress.cli.tokens import COMMANDS as TOKEN_COMMANDS
 from egress.exceptions import EgressError
 
 
@@ -42,7 +44,8 @@ def main() -> None:
 
 main.add_command(export_command)
 main.add_command(demo_command)
-for _command in JOB_COMMANDS:
+main.add_command(serve)
+for _command in (*JOB_COMMANDS, *TOKEN_COMMANDS):
     main.add_command(_command)
 
 __all__ = ["main"]

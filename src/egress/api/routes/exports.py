@@ -1,0 +1,244 @@
+"""``/v1/exports``: create (202, Idempotency-Key), list, show, cancel, retry, delete, and
+``POST /v1/exports:estimate`` (a dry run). Every read and write is scoped by the caller's
+project; another project's export answers 404 like a missing one."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+
+from egress import manager
+from egress.api.auth import audit, check_scope
+from egress.api.deps import PrincipalDep, SettingsDep, StoreDep, require_scope
+from egress.api.errors import (
+    BODY_ERRORS,
+    COMMON_ERRORS,
+    NOT_FOUND,
+    NotSupported,
+    TooManyRequests,
+    problem_doc,
+)
+from egress.api.schemas import (
+    EstimatePublic,
+    ExportCreate,
+    ExportCreated,
+    ExportPage,
+    ExportPublic,
+    Status,
+    TableEstimate,
+)
+from egress.api.views import events_url, export_public, export_summaries, status_url
+from egress.config import Settings
+from egress.domain.jobs import ExportState
+from egress.estimate import estimate_export
+from egress.exceptions import ConfigError
+from egress.store.base import JobStore
+
+router = APIRouter(tags=["exports"], responses=COMMON_ERRORS)
+
+#: Seconds a client at the per-project limit is told to wait before trying again.
+ACTIVE_LIMIT_RETRY_AFTER = 30
+IdempotencyKey = Annotated[
+    str | None,
+    Header(min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$",
+           description="The same key with the same body returns the same export (200); "
+                       "with another body: 409."),
+]
+
+
+def check_source_name(settings: Settings, name: str) -> str:
+    """API callers name configured sources only: a URL (with credentials) never comes
+    from the outside."""
+    if name not in settings.sources:
+        known = ", ".join(sorted(settings.sources)) or "none configured"
+        raise ConfigError(f"unknown source {name!r}; configured sources: {known} "
+                          "(API callers name a configured source, never a URL)")
+    return name
+
+
+def _selection(body: ExportCreate) -> tuple[list[str], dict[str, Any]]:
+    """Table names and the per-table columns/filters of a request."""
+    if body.all and body.tables:
+        raise ConfigError("give either `tables` or `all: true`, not both")
+    if not body.all and not body.tables:
+        raise ConfigError("name at least one table in `tables`, or set `all: true`")
+    names: list[str] = []
+    select: dict[str, Any] = {}
+    for item in body.tables or []:
+        if isinstance(item, str):
+            name, wanted = item, None
+        else:
+            name = item.name
+            wanted = {
+                "columns": item.columns,
+                "filters": [f.model_dump() for f in item.filters] if item.filters else None,
+            }
+            if not item.columns and not item.filters:
+                wanted = None
+        if name in names and select.get(name) != wanted:
+            raise ConfigError(f"table {name!r} is listed twice with different columns/filters")
+        names.append(name)
+        if wanted is not None:
+            select[name] = wanted
+    return names, select
+
+
+def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequest:
+    check_source_name(settings, body.source)
+    names, select = _selection(body)
+    options: dict[str, Any] = {}
+    if body.max_file_size is not None:
+        options["max_file_size"] = body.max_file_size
+    if select:
+        options["select"] = select
+    if body.callback_url is not None:
+        from egress.webhooks.guard import check_callback_url  # the webhooks package
+
+        check_callback_url(body.callback_url, settings)
+    return manager.ExportRequest(
+        source=body.source, tables=tuple(names), all_tables=body.all, format=body.format,
+        compression=body.compression, destination=body.destination, options=options,
+        callback_url=body.callback_url,
+    )
+
+
+def _check_active_limit(store: JobStore, settings: Settings, project: str) -> None:
+    cap = settings.api.max_active_exports
+    active = manager.list_exports(store, project, states=[ExportState.QUEUED,
+                                                          ExportState.RUNNING], limit=cap)
+    if len(active) >= cap:
+        raise TooManyRequests(
+            f"project {project!r} has {cap} exports queued or running, the most allowed "
+            "(api.max_active_exports); wait for one to finish or cancel one",
+            retry_after=ACTIVE_LIMIT_RETRY_AFTER,
+        )
+
+
+@router.post(
+    "/v1/exports",
+    status_code=202,
+    summary="Create an export (answers at once; the work runs in the background)",
+    dependencies=[Depends(require_scope("exports:create"))],
+    responses={200: {"model": ExportCreated,
+                     "description": "The export made earlier with the same Idempotency-Key"},
+               409: problem_doc("The Idempotency-Key was used with another request"),
+               **BODY_ERRORS},
+)
+def create_export(
+    body: ExportCreate,
+    request: Request,
+    response: Response,
+    principal: PrincipalDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    idempotency_key: IdempotencyKey = None,
+) -> ExportCreated:
+    if body.query is not None:
+        check_scope(principal, "exports:query")
+        raise NotSupported("free-form queries are not supported yet; export tables with "
+                           "`tables` (with `columns` and `filters`) instead")
+    req = export_request(body, settings)
+    _check_active_limit(store, settings, principal.project)
+    export, created = manager.create_export(store, settings, req, project=principal.project,
+                                            idempotency_key=idempotency_key)
+    if created:
+        audit(request, principal, "export.create", export_id=export.id,
+              source=req.source, tables=list(export.tables), format=req.format)
+    else:
+        response.status_code = 200
+    return ExportCreated(id=export.id, status=str(export.state),  # type: ignore[arg-type]
+                         status_url=status_url(export.id), events_url=events_url(export.id))
+
+
+@router.post(
+    "/v1/exports:estimate",
+    summary="Estimate rows, bytes and time of an export without creating it",
+    dependencies=[Depends(require_scope("exports:read"))],
+    responses=BODY_ERRORS,
+)
+def estimate(body: ExportCreate, principal: PrincipalDep, settings: SettingsDep
+             ) -> EstimatePublic:
+    if body.query is not None:
+        raise NotSupported("free-form queries are not supported yet")
+    check_source_name(settings, body.source)
+    names, select = _selection(body)
+    result = estimate_export(settings, body.source, names, all_tables=body.all,
+                             format=body.format, compression=body.compression, select=select)
+    return EstimatePublic(
+        tables=[TableEstimate(table=t.table, rows=t.rows, bytes=t.bytes) for t in result.tables],
+        rows=result.rows, bytes=result.bytes, seconds=result.seconds,
+    )
+
+
+@router.get(
+    "/v1/exports",
+    summary="List the project's exports, newest first",
+    dependencies=[Depends(require_scope("exports:read"))],
+)
+def list_exports(
+    principal: PrincipalDep,
+    store: StoreDep,
+    status: Annotated[list[Status] | None, Query(description="Only these states.")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    before: Annotated[str | None, Query(min_length=1, max_length=64, pattern=r"^[a-z]+_[0-9a-f]+$",
+                                        description="Cursor: `next_before` of a page.")] = None,
+) -> ExportPage:
+    states = [ExportState(s) for s in status] if status else None
+    exports = manager.list_exports(store, principal.project, states=states, limit=limit,
+                                   before_id=before)
+    items = export_summaries(store, exports)
+    return ExportPage(items=items,
+                      next_before=exports[-1].id if len(exports) == limit else None)
+
+
+@router.get(
+    "/v1/exports/{export_id}",
+    summary="An export: status, progress per table, rate, ETA, files",
+    dependencies=[Depends(require_scope("exports:read"))],
+    responses=NOT_FOUND,
+)
+def show_export(export_id: str, principal: PrincipalDep, store: StoreDep,
+                settings: SettingsDep) -> ExportPublic:
+    export = manager.get_export(store, principal.project, export_id)
+    return export_public(store, settings, export)
+
+
+@router.post(
+    "/v1/exports/{export_id}/cancel",
+    summary="Cancel an export (running tables stop after the part in hand)",
+    dependencies=[Depends(require_scope("exports:cancel"))],
+    responses=NOT_FOUND,
+)
+def cancel_export(export_id: str, request: Request, principal: PrincipalDep, store: StoreDep,
+                  settings: SettingsDep) -> ExportPublic:
+    export = manager.cancel_export(store, principal.project, export_id)
+    audit(request, principal, "export.cancel", export_id=export.id)
+    return export_public(store, settings, export)
+
+
+@router.post(
+    "/v1/exports/{export_id}/retry",
+    summary="Retry a failed export from its checkpoints",
+    dependencies=[Depends(require_scope("exports:create"))],
+    responses=NOT_FOUND,
+)
+def retry_export(export_id: str, request: Request, principal: PrincipalDep, store: StoreDep,
+                 settings: SettingsDep) -> ExportPublic:
+    export = manager.retry_export(store, principal.project, export_id)
+    audit(request, principal, "export.retry", export_id=export.id)
+    return export_public(store, settings, export)
+
+
+@router.delete(
+    "/v1/exports/{export_id}",
+    status_code=204,
+    summary="Delete a finished export and its files",
+    dependencies=[Depends(require_scope("exports:cancel"))],
+    responses=NOT_FOUND,
+)
+def delete_export(export_id: str, request: Request, principal: PrincipalDep, store: StoreDep,
+                  settings: SettingsDep) -> Response:
+    manager.delete_export(store, settings, principal.project, export_id)
+    audit(request, principal, "export.delete", export_id=export_id)
+    return Response(status_code=204)

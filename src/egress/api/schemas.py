@@ -1,0 +1,189 @@
+"""Request (Create) and response (Public) models of the HTTP API.
+
+Requests forbid unknown fields, so a misspelt option is an error, not ignored. Names
+(sources, destinations, tables, columns) are checked against the configuration and the
+catalog by the use cases; the models only fix shapes and bounds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Format = Literal["csv", "jsonl", "json", "sql", "parquet"]
+Compression = Literal["none", "gzip", "zstd"]
+Operator = Literal["=", "!=", "<", "<=", ">", ">=", "in", "is_null", "not_null"]
+Status = Literal["queued", "running", "completed", "failed", "cancelled"]
+Scalar = str | int | float | bool
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Filter(_Request):
+    """One condition on a column; every filter of a table must hold (AND)."""
+
+    column: str = Field(min_length=1, max_length=256)
+    op: Operator = Field(description="=, !=, <, <=, >, >=, in (value is a list), "
+                                     "is_null and not_null (no value)")
+    value: Scalar | list[Scalar] | None = Field(
+        default=None, description="Bound as a parameter, never written into SQL.")
+
+
+class TableRequest(_Request):
+    """A table with a column subset and/or filters."""
+
+    name: str = Field(min_length=1, max_length=512)
+    columns: list[str] | None = Field(
+        default=None, min_length=1, max_length=1000,
+        description="Output columns in this order (default: all).")
+    filters: list[Filter] | None = Field(default=None, max_length=32)
+
+
+class ExportCreate(_Request):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"source": "main", "tables": ["events"], "format": "csv", "compression": "gzip"},
+        {"source": "main", "format": "parquet", "tables": [
+            {"name": "events", "columns": ["id", "kind"],
+             "filters": [{"column": "kind", "op": "in", "value": ["buy", "view"]}]}]},
+    ]})
+
+    source: str = Field(min_length=1, max_length=128,
+                        description="Name of a configured source (see GET /v1/sources); "
+                                    "never a URL.")
+    tables: list[str | TableRequest] | None = Field(
+        default=None, max_length=1000,
+        description="Table names, or objects with a name, columns and filters.")
+    all: bool = Field(default=False, description="Every table of the source.")
+    query: str | None = Field(
+        default=None, max_length=100_000,
+        description="A read-only SQL query instead of tables (scope exports:query); "
+                    "not supported yet.")
+    format: Format = "csv"
+    compression: Compression = "none"
+    destination: str = Field(default="local", min_length=1, max_length=128,
+                             description="Name of a configured destination.")
+    max_file_size: int | None = Field(
+        default=None, ge=1, le=2**62, description="Start a new numbered file above this "
+                                                  "many bytes.")
+    callback_url: str | None = Field(
+        default=None, max_length=2048,
+        description="Webhook URL notified when the export ends (https).")
+
+
+class ExportCreated(BaseModel):
+    id: str
+    status: Status
+    status_url: str
+    events_url: str
+
+
+class TableProgress(BaseModel):
+    table: str
+    status: str
+    rows: int
+    rows_estimate: int | None
+    bytes: int
+    attempts: int
+    error: str | None
+
+
+class FilePublic(BaseModel):
+    table: str
+    name: str
+    rows: int
+    bytes: int
+    crc32c: str = Field(description="CRC32C of the whole file, 8 hex digits.")
+    sha256: str | None = Field(description="SHA-256 (hex); null for S3 destinations.")
+    download_url: str
+
+
+class ExportSummary(BaseModel):
+    id: str
+    project: str
+    status: Status
+    source: str
+    format: str
+    compression: str
+    destination: str
+    tables: list[TableProgress]
+    rows: int
+    rows_estimate: int | None = Field(description="Sum of the tables' estimates, if known.")
+    bytes: int
+    rate: float | None = Field(description="Rows per second since the export started.")
+    eta_seconds: float | None = Field(description="Estimated seconds left, if known.")
+    attempts: int = Field(description="Attempts of all tables together.")
+    error: str | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    status_url: str
+    events_url: str
+
+
+class ExportPublic(ExportSummary):
+    files: list[FilePublic]
+
+
+class ExportPage(BaseModel):
+    items: list[ExportSummary]
+    next_before: str | None = Field(
+        description="Pass as `before` for the next (older) page; null on the last page.")
+
+
+class LinkCreate(_Request):
+    file: str = Field(min_length=1, max_length=1024,
+                      description="A file name from the export's `files`.")
+    expires_in: int | None = Field(
+        default=None, ge=1, le=7 * 24 * 3600,
+        description="Seconds the link stays valid (default api.link_default_seconds).")
+
+
+class LinkPublic(BaseModel):
+    url: str = Field(description="Works without a token until it expires; keep it secret.")
+    file: str
+    expires_at: dt.datetime
+
+
+class SourcePublic(BaseModel):
+    name: str
+    kind: str
+
+
+class ColumnPublic(BaseModel):
+    name: str
+    type: str = Field(description="The Arrow type egress exports it as.")
+    source_type: str
+    nullable: bool
+
+
+class TablePublic(BaseModel):
+    name: str
+    columns: list[ColumnPublic]
+    key_columns: list[str]
+    row_estimate: int | None
+    exportable: bool = Field(description="False when egress cannot read the table "
+                                         "(no usable key, no permission): see `reason`.")
+    reason: str | None = None
+
+
+class TableEstimate(BaseModel):
+    table: str
+    rows: int | None
+    bytes: int | None
+
+
+class EstimatePublic(BaseModel):
+    tables: list[TableEstimate]
+    rows: int | None = Field(description="Rows of the whole export (an upper bound with "
+                                         "filters); null if a table has no estimate.")
+    bytes: int | None = Field(description="Bytes of the output, extrapolated from a sample.")
+    seconds: float | None = Field(description="Rough duration at the server's assumed rate.")
+
+
+class Health(BaseModel):
+    status: str
+    detail: str | None = None

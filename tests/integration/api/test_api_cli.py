@@ -1,0 +1,104 @@
+"""``egress tokens`` and ``egress serve`` (a real server process on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from egress.cli import main
+from egress.domain.access import hash_token
+from egress.store.sql import SqlJobStore
+from pgserver import free_port
+
+
+@pytest.fixture
+def home(tmp_path: Path, source_db: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "egress.toml").write_text(
+        f'[sources.main]\nurl = "sqlite:///{source_db}"\n\n'
+        "[worker]\npoll_seconds = 0.05\nreconcile_seconds = 0.2\nslice_seconds = 1.0\n"
+    )
+    return home
+
+
+def test_tokens_create_ls_revoke(home: Path):
+    runner = CliRunner()
+    made = runner.invoke(main, ["tokens", "create", "--home", str(home), "--project", "acme",
+                                "--scopes", "exports:read, exports:create", "--name", "ci"])
+    assert made.exit_code == 0, made.output
+    token = made.stdout.strip()
+    assert token.startswith("egr_") and len(token) > 40
+    assert "shown only now" in made.stderr
+    store = SqlJobStore(f"sqlite:///{home / 'egress.db'}")
+    try:
+        record = store.token_find(hash_token(token))
+        assert record is not None and record.scopes == ("exports:read", "exports:create")
+    finally:
+        store.close()
+    listed = runner.invoke(main, ["tokens", "ls", "--home", str(home), "--json"])
+    [entry] = json.loads(listed.stdout)
+    assert entry["id"] == record.id and token not in listed.stdout
+    assert entry["project"] == "acme" and entry["revoked_at"] is None
+    wrong = runner.invoke(main, ["tokens", "revoke", "--home", str(home), record.id,
+                                 "--project", "other"])
+    assert wrong.exit_code == 1 and "no token" in wrong.stderr
+    revoked = runner.invoke(main, ["tokens", "revoke", "--home", str(home), record.id])
+    assert revoked.exit_code == 0 and "revoked" in revoked.stdout
+    assert json.loads(runner.invoke(main, ["tokens", "ls", "--home", str(home), "--json"])
+                      .stdout)[0]["revoked_at"] is not None
+    bad = runner.invoke(main, ["tokens", "create", "--home", str(home), "--project", "acme",
+                               "--scopes", "exports:write"])
+    assert bad.exit_code == 2 and "unknown scope(s) exports:write; known:" in bad.stderr
+    bad_project = runner.invoke(main, ["tokens", "create", "--home", str(home), "--project",
+                                       "Bad Name", "--scopes", "admin"])
+    assert bad_project.exit_code == 2 and "bad project name" in bad_project.stderr
+
+
+def test_serve_runs_the_api_and_an_embedded_worker(home: Path):
+    token = CliRunner().invoke(main, ["tokens", "create", "--home", str(home), "--project",
+                                      "acme", "--scopes", "admin"]).stdout.strip()
+    port = free_port()
+    log = home / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "egress.cli", "serve", "--home", str(home), "--port",
+             str(port), "--log-level", "debug"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        headers = {"Authorization": f"Bearer {token}"}
+        created = httpx.post(f"{base}/v1/exports", headers=headers,
+                             json={"source": "main", "tables": ["users"]})
+        assert created.status_code == 202, created.text
+        status_url = base + created.json()["status_url"]
+        while httpx.get(status_url, headers=headers).json()["status"] != "completed":
+            assert time.monotonic() < deadline + 30, log.read_text()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        # uvicorn shuts down gracefully, then re-raises the signal (exit by SIGTERM)
+        assert proc.wait(30) in (0, -signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "worker started" in text and "route='/v1/exports/{export_id}'" in text
+    assert "worker stopped" in text and "Application shutdown complete" in text
+    assert token not in text

@@ -1,0 +1,97 @@
+"""``/v1/sources``, their tables, the dry-run estimate and the synchronous row stream."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from dataclasses import replace
+
+import httpx
+
+from apiharness import Api, LiveServer, Tokens, assert_problem
+from egress.api.app import create_app
+from egress.store.sql import SqlJobStore
+
+
+def test_sources_are_names_and_kinds_never_urls(api: Api, source_db):
+    r = api.get("/v1/sources")
+    assert r.status_code == 200
+    assert r.json() == [{"name": "main", "kind": "sqlite"}]
+    assert str(source_db) not in r.text
+
+
+def test_tables_with_columns_types_keys_and_estimates(api: Api):
+    tables = {t["name"]: t for t in api.get("/v1/sources/main/tables").json()}
+    assert set(tables) == {"events", "users"}
+    events = tables["events"]
+    assert events["row_estimate"] == 2500 and events["key_columns"] == ["id"]
+    assert events["exportable"] is True
+    columns = {c["name"]: c for c in events["columns"]}
+    assert columns["amount"] == {"name": "amount", "type": "decimal128(12, 2)",
+                                 "source_type": "DECIMAL(12,2)", "nullable": True}
+    assert columns["id"]["nullable"] is False
+    assert_problem(api.get("/v1/sources/other/tables"), 422, "configured sources: main")
+
+
+def test_a_table_egress_cannot_read_is_listed_with_the_reason(settings, store, tokens,
+                                                              source_db, tmp_path):
+    db = tmp_path / "nokey.db"
+    db.write_bytes(source_db.read_bytes())
+    conn = sqlite3.connect(db)
+    conn.execute('CREATE TABLE odd ("rowid" INT, "_rowid_" INT, "oid" INT)')
+    conn.commit()
+    conn.close()
+    s = replace(settings, sources={"main": f"sqlite:///{db}"})
+    with LiveServer(create_app(s, store)) as server, \
+            httpx.Client(base_url=server.url) as client:
+        listed = Api(client, tokens["alpha"]).get("/v1/sources/main/tables").json()
+    tables = {t["name"]: t for t in listed}
+    assert tables["odd"]["exportable"] is False and "primary key" in tables["odd"]["reason"]
+    assert tables["events"]["exportable"] is True
+
+
+def test_estimate_creates_nothing(api: Api, store: SqlJobStore):
+    r = api.post("/v1/exports:estimate", json={"source": "main", "tables": ["events", "users"],
+                                               "format": "csv", "compression": "gzip"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [t["table"] for t in body["tables"]] == ["events", "users"]
+    assert body["rows"] == 2540 and body["tables"][0]["rows"] == 2500
+    assert 0 < body["tables"][0]["bytes"] < 2500 * 200 and body["seconds"] >= 0
+    plain = api.post("/v1/exports:estimate", json={"source": "main", "tables": ["events"]})
+    assert plain.json()["bytes"] > body["tables"][0]["bytes"]  # gzip is smaller
+    every = api.post("/v1/exports:estimate", json={"source": "main", "all": True}).json()
+    assert every["rows"] == 2540
+    assert_problem(api.post("/v1/exports:estimate", json={"source": "main",
+                                                          "tables": ["nope"]}), 422, "nope")
+    assert api.get("/v1/exports").json()["items"] == [] and store.audit_list("alpha") == []
+
+
+def test_rows_stream_csv_and_jsonl(api: Api, store: SqlJobStore):
+    r = api.get("/v1/sources/main/tables/events/rows",
+                params=[("format", "csv"), ("columns", "id"), ("columns", "kind")])
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/csv")
+    assert r.headers["content-disposition"] == 'attachment; filename="events.csv"'
+    rows = list(csv.reader(io.StringIO(r.text)))
+    assert rows[0] == ["id", "kind"] and len(rows) == 2501
+    assert [int(row[0]) for row in rows[1:]] == list(range(1, 2501))
+    lines = api.get("/v1/sources/main/tables/users/rows", params={"format": "jsonl"})
+    assert lines.headers["content-type"] == "application/x-ndjson"
+    records = [json.loads(line) for line in lines.text.splitlines()]
+    assert len(records) == 40 and records[0]["id"] == 1 and "payload" in records[0]
+    [entry, _] = store.audit_list("alpha")
+    assert entry.action == "rows.download" and entry.details["table"] == "users"
+
+
+def test_rows_refuse_large_tables_with_a_pointer_to_exports(make_api, tokens: Tokens):
+    api = make_api(sync_max_rows=1000)
+    r = api.get("/v1/sources/main/tables/events/rows")
+    assert_problem(r, 422, "about 2,500 rows", "POST /v1/exports", "api.sync_max_rows")
+    assert api.get("/v1/sources/main/tables/users/rows").status_code == 200
+    assert_problem(api.get("/v1/sources/main/tables/users/rows",
+                           token=tokens["exports:read"]), 403, "exports:create")
+    assert_problem(api.get("/v1/sources/main/tables/users/rows", params={"format": "xml"}),
+                   422)
