@@ -26,9 +26,13 @@ environment variables < explicit arguments.
     concurrency = 2
     lease_seconds = 30
 
+    [webhooks]
+    allow_http = false                         # https callbacks only (the default)
+
 Environment: ``EGRESS_HOME``, ``EGRESS_STORE_URL``, ``EGRESS_SOURCE_<NAME>_URL``,
 ``EGRESS_WORKER_<SETTING>`` (e.g. ``EGRESS_WORKER_LEASE_SECONDS=20``),
-``EGRESS_EXPORT_<SETTING>``, ``EGRESS_API_<SETTING>`` (see ApiSettings).
+``EGRESS_EXPORT_<SETTING>``, ``EGRESS_API_<SETTING>`` (see ApiSettings),
+``EGRESS_WEBHOOKS_<SETTING>`` (see WebhookSettings).
 """
 
 from __future__ import annotations
@@ -126,6 +130,33 @@ class ApiSettings:
 
 
 @dataclass(frozen=True)
+class WebhookSettings:
+    """Webhook deliveries (docs/webhooks.md); ``[webhooks]`` in egress.toml,
+    ``EGRESS_WEBHOOKS_<SETTING>`` (``schedule`` as comma-separated seconds)."""
+
+    #: Accept ``http://`` callback URLs. Development and tests only: https otherwise.
+    allow_http: bool = False
+    #: Deliver to loopback addresses (127.0.0.0/8, ::1, localhost). Tests and local
+    #: development only; every other private/internal address is refused regardless.
+    allow_loopback: bool = False
+    #: Seconds one attempt may take in all (connect, TLS, send, response headers).
+    timeout: float = 15.0
+    #: Seconds to wait after the 1st, 2nd, … failed attempt; the last delay repeats.
+    schedule: tuple[float, ...] = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0)
+    #: Give up when the next attempt would begin later than this after the event (3 days).
+    give_up_after: float = 3 * 86400.0
+    #: How often each worker looks for due deliveries.
+    poll_seconds: float = 1.0
+    #: Deliveries one worker sends at once.
+    concurrency: int = 4
+    #: A delivery claimed by a worker that died is sent again after this long; must be
+    #: longer than ``timeout``.
+    lease_seconds: float = 60.0
+    #: After a rotation, the previous secrets keep signing (beside the new one) this long.
+    rotation_grace_seconds: float = 86400.0
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     store_url: str
@@ -134,6 +165,7 @@ class Settings:
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     export: ExportDefaults = field(default_factory=ExportDefaults)
     api: ApiSettings = field(default_factory=ApiSettings)
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)
     #: Whether API callers / `jobs create` may name a source by URL instead of by name.
     allow_source_urls: bool = True
 
@@ -166,10 +198,38 @@ def _coerce(cls: type, values: Mapping[str, Any], where: str) -> Any:
             raise ConfigError(f"unknown setting {where}.{key}; allowed: {allowed}")
         default = getattr(cls(), key)
         try:
-            kwargs[key] = type(default)(value) if default is not None else int(value)
+            kwargs[key] = _convert(default, value)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"bad value for {where}.{key}: {value!r}") from exc
     return cls(**kwargs)
+
+
+_BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def _convert(default: Any, value: Any) -> Any:
+    if default is None:
+        return int(value)
+    if isinstance(default, bool) and isinstance(value, str):
+        # bool("false") is True: environment variables need spelling out.
+        word = value.strip().lower()
+        if word not in _BOOL_WORDS:
+            raise ValueError(f"not a boolean; use one of {', '.join(_BOOL_WORDS)}")
+        return _BOOL_WORDS[word]
+    if isinstance(default, tuple):
+        items = value.split(",") if isinstance(value, str) else value
+        return tuple(type(default[0])(v) for v in items) if default else tuple(items)
+    return type(default)(value)
+
+
+def _check_webhooks(ws: WebhookSettings) -> WebhookSettings:
+    if not ws.schedule or any(d <= 0 for d in ws.schedule):
+        raise ConfigError("webhooks.schedule must list one or more delays in seconds, each > 0")
+    if ws.timeout <= 0 or ws.lease_seconds <= ws.timeout:
+        raise ConfigError("webhooks.lease_seconds must be longer than webhooks.timeout (> 0)")
+    if ws.concurrency < 1 or ws.poll_seconds <= 0:
+        raise ConfigError("webhooks.concurrency must be >= 1 and webhooks.poll_seconds > 0")
+    return ws
 
 
 def load_settings(
@@ -199,6 +259,7 @@ def load_settings(
     worker_values = dict(data.get("worker", {}))
     export_values = dict(data.get("export", {}))
     api_values = dict(data.get("api", {}))
+    webhook_values = dict(data.get("webhooks", {}))
     for key, value in env.items():
         if key.startswith("EGRESS_WORKER_"):
             worker_values[key[len("EGRESS_WORKER_") :].lower()] = value
@@ -206,6 +267,8 @@ def load_settings(
             export_values[key[len("EGRESS_EXPORT_") :].lower()] = value
         elif key.startswith("EGRESS_API_"):
             api_values[key[len("EGRESS_API_") :].lower()] = value
+        elif key.startswith("EGRESS_WEBHOOKS_"):
+            webhook_values[key[len("EGRESS_WEBHOOKS_") :].lower()] = value
 
     return Settings(
         home=home_path,
@@ -215,5 +278,6 @@ def load_settings(
         worker=_coerce(WorkerSettings, worker_values, "worker"),
         export=_coerce(ExportDefaults, export_values, "export"),
         api=_coerce(ApiSettings, api_values, "api"),
+        webhooks=_check_webhooks(_coerce(WebhookSettings, webhook_values, "webhooks")),
         allow_source_urls=bool(data.get("allow_source_urls", True)),
     )

@@ -14,6 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from egress.domain.access import AuditEntry, TokenRecord
+from egress.domain.deliveries import (
+    AttemptOutcome,
+    DeliveryAttempt,
+    DeliveryRecord,
+    WebhookSecret,
+)
 from egress.domain.jobs import ExportRecord, ExportState, Heartbeat, TaskRecord
 from egress.domain.progress import ExportProgress
 
@@ -225,4 +231,63 @@ class JobStore(Protocol):
 
     def schema_current(self) -> bool:
         """Whether the schema is at the newest migration; StoreError if unreachable."""
+        ...
+
+    # --- webhook deliveries (store/sql_deliveries.py) ---------------------------------
+    def delivery_claim(self, *, lease_seconds: float, limit: int = 1) -> list[DeliveryRecord]:
+        """Lease up to ``limit`` due deliveries (pending, ``next_attempt_at`` passed), oldest
+        first: each gets a new ``lease_token`` and ``next_attempt_at`` = now +
+        ``lease_seconds``, so it is due again by itself if its sender dies."""
+        ...
+
+    def delivery_record_attempt(
+        self,
+        delivery_id: str,
+        token: str,
+        *,
+        outcome: AttemptOutcome,
+        duration: float,
+        status_code: int | None = None,
+        error: str | None = None,
+        address: str | None = None,
+        worker: str | None = None,
+        retry_in: float | None = None,
+    ) -> DeliveryRecord | None:
+        """Record one attempt (fenced by ``token``) and the delivery's new state in one
+        transaction: delivered on success; otherwise pending again in ``retry_in``
+        seconds, or failed when ``retry_in`` is None. None: the lease was lost."""
+        ...
+
+    def delivery_replay(
+        self, project: str, export_id: str, delivery_id: str
+    ) -> DeliveryRecord | None:
+        """Make a delivery due now in a new retry round (same ``webhook-id``), unless a
+        worker is sending it right now; None if not found in the project's export."""
+        ...
+
+    def delivery_get(self, project: str | None, delivery_id: str) -> DeliveryRecord | None:
+        ...
+
+    def delivery_list(self, project: str, export_id: str) -> list[DeliveryRecord]:
+        """Deliveries of an export, oldest first."""
+        ...
+
+    def delivery_attempt_list(self, project: str, export_id: str) -> list[DeliveryAttempt]:
+        """Every attempt of every delivery of an export, by delivery and attempt number."""
+        ...
+
+    def webhook_secret_list(self, project: str) -> list[WebhookSecret]:
+        """The project's signing secrets still in use, newest first (may be empty)."""
+        ...
+
+    def webhook_secret_ensure(self, project: str, secret: str) -> list[WebhookSecret]:
+        """Like webhook_secret_list, but a project without any secret gets ``secret`` as
+        its first one."""
+        ...
+
+    def webhook_secret_rotate(
+        self, project: str, secret: str, *, previous_expire_in: float
+    ) -> list[WebhookSecret]:
+        """Make ``secret`` the newest; the older ones keep signing for
+        ``previous_expire_in`` seconds (0: stop at once). Returns the active secrets."""
         ...

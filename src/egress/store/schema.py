@@ -23,6 +23,7 @@ EXPORT_STATES = tuple(s.value for s in ExportState)
 TASK_STATES = tuple(s.value for s in TaskState)
 EVENT_KINDS = ("claim", "commit", "requeue", "release", "finish", "fail", "rescue", "cancel")
 DELIVERY_STATES = ("pending", "delivered", "failed")
+ATTEMPT_OUTCOMES = ("success", "failure", "refused")
 
 ID = sa.String(40)
 PROJECT = sa.String(64)
@@ -185,10 +186,54 @@ deliveries = sa.Table(
     sa.Column("last_error", sa.Text),
     sa.Column("created_at", TIME, nullable=False),
     sa.Column("updated_at", TIME, nullable=False),
+    # Set while a worker sends it; next_attempt_at is then the end of that worker's lease,
+    # so a delivery whose sender died becomes due again (0003).
+    sa.Column("lease_token", sa.String(64)),
+    # When the current retry round began (NULL: created_at); a replay starts a new one.
+    sa.Column("round_started_at", TIME),
+    sa.Column("round_attempts", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.CheckConstraint(in_list("state", DELIVERY_STATES), name="state"),
     sa.CheckConstraint("attempts >= 0", name="attempts"),
+    sa.CheckConstraint("lease_token IS NULL OR state = 'pending'", name="lease"),
+    sa.CheckConstraint("round_attempts >= 0 AND round_attempts <= attempts", name="round"),
     sa.Index(None, "state", "next_attempt_at"),
     sa.Index(None, "export_id"),
+)
+
+# Every attempt of a delivery, written with the delivery's new state (0003).
+delivery_attempts = sa.Table(
+    "delivery_attempts",
+    metadata,
+    sa.Column("id", SERIAL, primary_key=True, autoincrement=True),
+    sa.Column(
+        "delivery_id", ID, sa.ForeignKey("deliveries.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("at", TIME, nullable=False),
+    sa.Column("outcome", sa.String(16), nullable=False),
+    sa.Column("status_code", sa.Integer),
+    sa.Column("error", sa.Text),
+    sa.Column("duration", TIME, nullable=False),
+    sa.Column("address", sa.String(64)),
+    sa.Column("worker", sa.String(255)),
+    sa.UniqueConstraint("delivery_id", "attempt"),
+    sa.CheckConstraint(in_list("outcome", ATTEMPT_OUTCOMES), name="outcome"),
+    sa.CheckConstraint("attempt >= 1 AND duration >= 0", name="counts"),
+)
+
+# Webhook signing secrets per project (0003). The newest generation signs for ever;
+# a rotation gives the older ones an expiry, and they sign too until then.
+webhook_secrets = sa.Table(
+    "webhook_secrets",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("project", PROJECT, sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("secret", sa.Text, nullable=False),
+    sa.Column("created_at", TIME, nullable=False),
+    sa.Column("expires_at", TIME),
+    sa.UniqueConstraint("project", "generation"),
+    sa.CheckConstraint("generation >= 1", name="generation"),
 )
 
 # API tokens: only the SHA-256 of a token is kept; revoking sets revoked_at (rows stay,

@@ -7,21 +7,23 @@ condition no longer holds (a lost lease, an export that moved on): the operation
 returns False or None and changes nothing.
 
 The code is split by subject: ``core`` (transactions, clock, companion writes),
-``sql_exports``, ``sql_tasks``, ``sql_progress``, ``sql_tokens``, ``sql_audit`` and
-``claim``. What differs by dialect is confined to ``engine`` (clock, tokens, connection
-setup) and the claim's ``SKIP LOCKED``. All SQL of egress lives in this package.
+``sql_exports``, ``sql_tasks``, ``sql_progress``, ``sql_tokens``, ``sql_audit``,
+``sql_deliveries`` and ``claim``. What differs by dialect is confined to ``engine``
+(clock, tokens, connection setup) and the claims' ``SKIP LOCKED``. All SQL of egress
+lives in this package.
 """
 
 from __future__ import annotations
 
 from egress.store.sql_audit import AuditOps
+from egress.store.sql_deliveries import DeliveryOps
 from egress.store.sql_exports import ExportOps
 from egress.store.sql_progress import ProgressOps
 from egress.store.sql_tasks import TaskOps
 from egress.store.sql_tokens import TokenOps
 
 
-class SqlJobStore(ExportOps, TaskOps, ProgressOps, TokenOps, AuditOps):
+class SqlJobStore(ExportOps, TaskOps, ProgressOps, TokenOps, AuditOps, DeliveryOps):
     """A job store at ``url``: ``sqlite:///PATH`` or ``postgresql://…`` (psycopg 3).
 
     Thread-safe (a connection pool); several processes may share one store.

@@ -146,6 +146,7 @@ class ExportOps(SqlCore):
             if row is None:  # terminal already, or not in this project
                 return self._in_project(conn, project, export_id)
             self._cancel_queued(conn, export_id)
+            self._outbox(conn, row, "export.cancelled")
             return records.export_record(row)
 
         return self._tx(run)

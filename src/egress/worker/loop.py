@@ -1,4 +1,5 @@
-"""The worker process: N slots that claim and run slices, a reconciler, graceful shutdown.
+"""The worker process: N slots that claim and run slices, a reconciler, a webhook
+dispatcher, graceful shutdown.
 
 Workers are stateless: everything is in the store, and any worker continues any task.
 On SIGTERM (or Ctrl-C) a worker stops claiming, lets each slot commit the part in hand,
@@ -19,6 +20,7 @@ from types import FrameType
 
 from egress.config import Settings
 from egress.store.base import JobStore
+from egress.webhooks.dispatcher import Dispatcher
 from egress.worker.reconciler import reconcile_once
 from egress.worker.runner import TaskRunner
 
@@ -43,6 +45,7 @@ class Worker:
         self.name = name or worker_name()
         self.stopping = threading.Event()
         self.runner = TaskRunner(store, settings, self.stopping)
+        self.dispatcher = Dispatcher(store, settings, name=self.name)
         self._signals = 0
         self._busy = 0
         self._lock = threading.Lock()
@@ -92,6 +95,16 @@ class Worker:
             except Exception as exc:
                 log.warning("reconcile failed", extra={"error": str(exc)})
 
+    def _dispatch(self) -> None:
+        """Send due webhooks; while some were due, look again at once."""
+        while not self.stopping.wait(self.settings.webhooks.poll_seconds):
+            try:
+                while self.dispatcher.run_once() and not self.stopping.is_set():
+                    pass
+            except Exception as exc:
+                log.warning("webhook dispatch failed", extra={"error": str(exc)})
+        self.dispatcher.close()
+
     def run(self, *, exit_when_idle: bool = False) -> int:
         """Run until a signal (or, with ``exit_when_idle``, until nothing is queued or
         running in any project). Returns the process exit code."""
@@ -101,7 +114,9 @@ class Worker:
             for i in range(self.concurrency)
         ]
         reconciler = threading.Thread(target=self._reconcile, name="reconciler", daemon=True)
-        for t in (*slots, reconciler):
+        # Daemon: a send cut short by the exit is sent again when its lease ends.
+        dispatcher = threading.Thread(target=self._dispatch, name="webhooks", daemon=True)
+        for t in (*slots, reconciler, dispatcher):
             t.start()
         try:
             while not self.stopping.wait(self.settings.worker.poll_seconds):
@@ -110,7 +125,8 @@ class Worker:
         except KeyboardInterrupt:
             self.stopping.set()
         deadline = time.monotonic() + self.settings.worker.grace_seconds
-        for t in slots:
+        # The helpers too: none may still hold a store connection when the caller closes it.
+        for t in (*slots, reconciler, dispatcher):
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         if any(t.is_alive() for t in slots):
             log.warning("grace period over with slices still running; their leases will expire")
@@ -124,6 +140,9 @@ class Worker:
                 return False
         try:
             if self.store.export_count_active() == 0:
+                # The events of the exports that just ended go out before the exit.
+                while self.dispatcher.run_once():
+                    pass
                 return True
             # Leases of dead workers expire on their own; the reconciler requeues them.
             reconcile_once(self.store, self.settings)
