@@ -159,9 +159,10 @@ class WebhookSettings:
 @dataclass(frozen=True)
 class Settings:
     home: Path
-    store_url: str
-    sources: dict[str, str] = field(default_factory=dict)
-    destinations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    store_url: str = field(repr=False)  # may hold a password
+    #: name → URL; URLs may hold passwords, so they stay out of repr() and logs
+    sources: dict[str, str] = field(default_factory=dict, repr=False)
+    destinations: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     export: ExportDefaults = field(default_factory=ExportDefaults)
     api: ApiSettings = field(default_factory=ApiSettings)

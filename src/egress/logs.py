@@ -30,3 +30,7 @@ def setup_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # botocore logs request and presigned signatures at DEBUG: filtered out everywhere
+    from egress.redact import install_log_redaction
+
+    install_log_redaction()

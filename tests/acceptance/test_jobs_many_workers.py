@@ -29,7 +29,7 @@ def test_eight_workers_drain_two_thousand_exports(tmp_path: Path, pg_server) -> 
     store_url = pg_server.create_database("many")
     settings = write_home(
         tmp_path / "home", store_url=store_url, sources={"tiny": f"sqlite:///{db}"},
-        worker={"concurrency": 1, "lease_seconds": 30.0, "poll_seconds": 0.05,
+        worker={"concurrency": 1, "lease_seconds": 120.0, "poll_seconds": 0.05,
                 "reconcile_seconds": 1.0, "project_cap": 100},
     )
     store = SqlJobStore(store_url)

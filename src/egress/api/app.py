@@ -176,16 +176,10 @@ def _open_store(settings: Settings) -> JobStore:
 
 
 def _include_routers(app: FastAPI) -> None:
-    from egress.api.routes import events, exports, files, health, rows, sources
+    from egress.api.routes import deliveries, events, exports, files, health, rows, sources
 
     own = [m.router for m in (health, exports, files, sources, rows)]
-    routers = [*own, events.router]
-    try:  # webhook deliveries (optional until that module is installed)
-        from egress.api.routes import deliveries
-    except ImportError:
-        pass
-    else:
-        routers.append(deliveries.router)
+    routers = [*own, events.router, deliveries.router]
     allowed: list[tuple[re.Pattern[str], set[str]]] = []
     for router in routers:
         # routers of other modules get the common problem answers documented too
