@@ -92,6 +92,9 @@ class ExportDefaults:
     #: Partial outputs of a failed export are kept this long (seconds) so that a retry
     #: continues from its checkpoints; then the reconciler removes them.
     failed_retention_seconds: float = 86400.0
+    #: Files of a completed export are removed this many days after it finished and the
+    #: export shows ``expired``; unset (the default) keeps them until deleted.
+    retention_days: float | None = None
     #: Multipart uploads under an S3 destination older than this (and than max_duration)
     #: that no export finished are aborted by the reconciler.
     orphan_upload_seconds: float = 86400.0
@@ -209,8 +212,9 @@ _BOOL_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False
 
 
 def _convert(default: Any, value: Any) -> Any:
-    if default is None:
-        return int(value)
+    if default is None:  # optional numbers: a whole number stays an int
+        number = float(value)
+        return int(number) if number.is_integer() else number
     if isinstance(default, bool) and isinstance(value, str):
         # bool("false") is True: environment variables need spelling out.
         word = value.strip().lower()

@@ -283,7 +283,7 @@ def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> di
     return {
         "id": export.id,
         "project": export.project,
-        "status": str(export.state),
+        "status": export.status,
         "source": export.source,
         "format": export.format,
         "compression": export.compression,

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 Format = Literal["csv", "jsonl", "json", "sql", "parquet"]
 Compression = Literal["none", "gzip", "zstd"]
 Operator = Literal["=", "!=", "<", "<=", ">", ">=", "in", "is_null", "not_null"]
-Status = Literal["queued", "running", "completed", "failed", "cancelled"]
+#: "expired": completed, and its files were removed after the retention period.
+Status = Literal["queued", "running", "completed", "failed", "cancelled", "expired"]
 Scalar = str | int | float | bool
 
 

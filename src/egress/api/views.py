@@ -64,7 +64,7 @@ def _summary(export: ExportRecord, tables: list[TableProgress]) -> dict[str, Any
     return {
         "id": export.id,
         "project": export.project,
-        "status": str(export.state),
+        "status": export.status,
         "source": export.source,
         "format": export.format,
         "compression": export.compression,

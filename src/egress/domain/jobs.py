@@ -72,6 +72,14 @@ class ExportRecord:
     max_duration: float | None = None
     #: A cancel was asked while tasks were running; workers see it on heartbeat.
     cancel_requested: bool = False
+    #: The files of this completed export were removed after the retention period.
+    expired_at: float | None = None
+
+    @property
+    def status(self) -> str:
+        """What users see: the state, or ``expired`` for a completed export whose files
+        were removed after the retention period."""
+        return "expired" if self.expired_at is not None else str(self.state)
 
     def evolve(self, **changes: Any) -> ExportRecord:
         return dataclasses.replace(self, **changes)

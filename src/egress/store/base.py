@@ -115,6 +115,15 @@ class JobStore(Protocol):
         """Cancelled or failed exports whose outputs are not cleaned up yet."""
         ...
 
+    def export_list_expirable(self, retention_seconds: float) -> list[ExportRecord]:
+        """Completed exports finished more than ``retention_seconds`` ago, not expired yet."""
+        ...
+
+    def export_expire(self, export_id: str) -> bool:
+        """Mark a completed export expired (its files are then removed); False if it is
+        not completed or already expired."""
+        ...
+
     def export_mark_cleaned(self, export_id: str) -> bool:
         """Record that the outputs of a cancelled/failed export were removed."""
         ...

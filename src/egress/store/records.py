@@ -32,6 +32,7 @@ def export_record(row: sa.Row[Any]) -> ExportRecord:
         finished_at=m["finished_at"],
         max_duration=None if m["max_duration"] is None else float(m["max_duration"]),
         cancel_requested=bool(m["cancel_requested"]),
+        expired_at=m["expired_at"],
     )
 
 

@@ -96,6 +96,8 @@ exports = sa.Table(
     sa.Column("cancel_requested", sa.Boolean, nullable=False),
     #: When the outputs of a cancelled/failed export were removed (a retry starts over).
     sa.Column("cleaned_at", TIME),
+    #: When the files of a completed export were removed after the retention period (0004).
+    sa.Column("expired_at", TIME),
     sa.UniqueConstraint("project", "idempotency_key"),
     sa.CheckConstraint(in_list("state", EXPORT_STATES), name="state"),
     sa.CheckConstraint(

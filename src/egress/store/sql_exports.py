@@ -229,6 +229,25 @@ class ExportOps(SqlCore):
             .order_by(exports.c.id)
         )
 
+    def export_list_expirable(self, retention_seconds: float) -> list[ExportRecord]:
+        return self._read_exports(
+            sa.select(exports)
+            .where(exports.c.state == "completed", exports.c.expired_at.is_(None),
+                   exports.c.finished_at <= self._now - sa.literal(float(retention_seconds),
+                                                                   sa.Double))
+            .order_by(exports.c.id)
+        )
+
+    def export_expire(self, export_id: str) -> bool:
+        stmt = (
+            sa.update(exports)
+            .where(exports.c.id == export_id, exports.c.state == "completed",
+                   exports.c.expired_at.is_(None))
+            .values(expired_at=self._now, updated_at=self._now)
+            .returning(exports.c.id)
+        )
+        return self._tx(lambda c: c.execute(stmt).first() is not None)
+
     def export_mark_cleaned(self, export_id: str) -> bool:
         stmt = (
             sa.update(exports)

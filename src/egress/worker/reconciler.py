@@ -24,6 +24,7 @@ class ReconcileReport:
     finalized: int = 0
     cleaned: int = 0
     aborted_uploads: int = 0
+    expired: int = 0
 
 
 _last_sweep: dict[str, float] = {}
@@ -84,5 +85,11 @@ def reconcile_once(store: JobStore, settings: Settings) -> ReconcileReport:
         if store.export_mark_cleaned(export.id):
             remove_outputs(store, settings, export)
             report.cleaned += 1
+    if settings.export.retention_days is not None:
+        for export in store.export_list_expirable(settings.export.retention_days * 86400):
+            # mark first: downloads answer "expired" instead of a file that half exists
+            if store.export_expire(export.id):
+                remove_outputs(store, settings, export)
+                report.expired += 1
     report.aborted_uploads = sweep_orphaned_uploads(settings)
     return report
