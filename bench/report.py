@@ -8,6 +8,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from measure import Measured
 
@@ -34,11 +35,31 @@ class Result:
     #: the largest egress/tool ratio the issue allows (None: figures only)
     target: float | None
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Result:
+        """A result as ``dataclasses.asdict`` wrote it."""
+        def run(value: dict[str, Any] | None) -> Measured | None:
+            return None if value is None else Measured(**value)
+
+        steady = data["steadiness"]
+        egress = run(data["egress"])
+        assert egress is not None
+        return cls(**{**data, "egress": egress, "tool_run": run(data["tool_run"]),
+                      "steadiness": None if steady is None else tuple(steady)})
+
     @property
     def ratio(self) -> float | None:
         if self.tool_run is None or self.tool_run.error or self.egress.error:
             return None
         return self.egress.seconds / self.tool_run.seconds
+
+    @property
+    def cpu_ratio(self) -> float | None:
+        """CPU against CPU: fair where the tool does its work in its own process (not
+        psql/pg_dump, whose server formats the rows)."""
+        if self.ratio is None or self.tool_run is None or self.tool_run.cpu_seconds <= 0:
+            return None
+        return self.egress.cpu_seconds / self.tool_run.cpu_seconds
 
 
 def _cell(text: str) -> str:
@@ -86,8 +107,8 @@ def results_table(results: list[Result]) -> str:
     lines = [
         "| source | rows | format | egress s | egress CPU s | egress RSS MB | out MB "
         "| last/first 10 % wall / CPU | tool | tool s | tool CPU s | tool RSS MB | tool out MB "
-        "| egress/tool | target |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
+        "| egress/tool | CPU egress/tool | target |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         ratio = r.ratio
@@ -99,6 +120,7 @@ def results_table(results: list[Result]) -> str:
             f"| {_rss(r.egress)} | {_mb(r.egress_bytes)} | {steady} | {_cell(r.tool or '–')} "
             f"| {_secs(r.tool_run)} | {_cpu(r.tool_run)} | {_rss(r.tool_run)} "
             f"| {_mb(r.tool_bytes)} | {'–' if ratio is None else f'{ratio:.2f}×'}{_mark(ok)} "
+            f"| {'–' if r.cpu_ratio is None else f'{r.cpu_ratio:.2f}×'} "
             f"| {'–' if r.target is None else f'≤ {r.target}×'} |"
         )
     return "\n".join(lines)
@@ -148,7 +170,9 @@ def _commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def machine(versions: dict[str, str], load: tuple[float, float]) -> str:
+def machine(versions: dict[str, str], load: tuple[float, float, float]) -> str:
+    """The machine, the versions, and the load average at the start, the end and its
+    highest after a measurement (other work on a shared machine)."""
     import adbc_driver_sqlite
     import pyarrow
 
@@ -158,7 +182,8 @@ def machine(versions: dict[str, str], load: tuple[float, float]) -> str:
         f"Python {platform.python_version()}, pyarrow {pyarrow.__version__}, "
         f"ADBC {adbc_driver_sqlite.__version__}, egress at commit {_commit()}",
         ", ".join(f"{k} {v}" for k, v in versions.items()),
-        f"load average (1 min) {load[0]:.2f} at the start, {load[1]:.2f} at the end",
+        f"load average (1 min) {load[0]:.2f} at the start, {load[1]:.2f} at the end, "
+        f"up to {load[2]:.1f} in between",
     ]
     return "\n".join(f"- {p}" for p in parts)
 

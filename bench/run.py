@@ -166,7 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="run egress only, under cProfile; print the top functions")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--render", type=Path, metavar="RESULTS_JSON",
+                        help="run nothing: print (and write to --docs) saved figures")
     args = parser.parse_args(argv)
+    if args.render:
+        publish(args.render, None if args.no_docs else args.docs)
+        return 0
 
     rows_list = [100_000] if args.quick else [int(r) for r in args.rows.split(",")]
     sources = [s.strip() for s in args.sources.split(",")]
@@ -179,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     duckdb = None
     if not args.no_duckdb and not args.profile and any(f == "parquet" for f, _ in cases):
         duckdb = tools.ensure_duckdb_env(args.duckdb_env)
-    load_start = os.getloadavg()[0]
+    load_start = peak_load = os.getloadavg()[0]
     baseline = best([measure([sys.executable, "-c", BASELINE]) for _ in range(3)])
     results: list[report.Result] = []
     with ExitStack() as stack:
@@ -215,21 +220,34 @@ def main(argv: list[str] | None = None) -> int:
                         tool_bytes=tool_size, target=TARGETS.get((fmt, compression)),
                     )
                     results.append(result)
+                    peak_load = max(peak_load, os.getloadavg()[0])
                     print(f"  {kind} {rows:,} {result.case}: " + report.summary(result),
                           flush=True)
     if args.profile:
         return 0
     command = "python bench/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    machine = report.machine(tools.versions(duckdb), (load_start, os.getloadavg()[0]))
-    text = report.block(command.strip(), results, machine, baseline)
-    print("\n" + text)
+    machine = report.machine(tools.versions(duckdb),
+                             (load_start, os.getloadavg()[0], peak_load))
     raw = work / "results.json"
-    raw.write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=1))
-    print(f"\nraw figures in {raw}")
-    if not args.quick and not args.no_docs:
-        report.write_docs(args.docs, text)
-        print(f"\nwritten to {args.docs}")
+    raw.write_text(json.dumps({
+        "command": command.strip(), "machine": machine, "baseline": dataclasses.asdict(baseline),
+        "results": [dataclasses.asdict(r) for r in results],
+    }, indent=1))
+    print(f"raw figures in {raw} (render them again with --render {raw})")
+    publish(raw, None if args.quick or args.no_docs else args.docs)
     return 1 if any(r.egress.error for r in results) else 0
+
+
+def publish(raw: Path, docs: Path | None) -> None:
+    """Print the figures saved in ``raw`` as markdown, and put them into ``docs``."""
+    saved = json.loads(raw.read_text())
+    results = [report.Result.from_json(r) for r in saved["results"]]
+    text = report.block(saved["command"], results, saved["machine"],
+                        Measured(**saved["baseline"]))
+    print("\n" + text)
+    if docs is not None:
+        report.write_docs(docs, text)
+        print(f"\nwritten to {docs}")
 
 
 if __name__ == "__main__":
