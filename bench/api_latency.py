@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import random
+import signal
 import socket
 import sqlite3
 import statistics
@@ -47,12 +48,23 @@ class Results:
     #: how late the client sent each request (its own lag, included in latency)
     lag: list[float] = field(default_factory=list)
     finished_at: float = 0.0
+    #: CPU seconds the server used while measured (None: unknown)
+    server_cpu: float | None = None
 
     def record(self, op: str, seconds: float, problem: str | None) -> None:
         self.latency.setdefault(op, []).append(seconds)
         if problem is not None:
             counts = self.errors.setdefault(op, {})
             counts[problem] = counts.get(problem, 0) + 1
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, every thread) of a process so far; None off Linux."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -140,7 +152,7 @@ async def status(client: httpx.AsyncClient, ids: list[str], rng: random.Random) 
 
 
 async def load(base: str, token: str, rate: float, seconds: float, create_share: float,
-               warmup: float) -> tuple[Results, float]:
+               warmup: float, server_pid: int) -> tuple[Results, float]:
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
     headers = {"Authorization": f"Bearer {token}"}
     results, rng, ids = Results(), random.Random(7), []
@@ -168,6 +180,7 @@ async def load(base: str, token: str, rate: float, seconds: float, create_share:
         total = int((warmup + seconds) * rate)
         start = time.perf_counter() + 0.05
         measured_from = start + warmup
+        cpu_start = None
         for i in range(total):
             due = start + i / rate
             delay = due - time.perf_counter()
@@ -175,10 +188,15 @@ async def load(base: str, token: str, rate: float, seconds: float, create_share:
                 await asyncio.sleep(delay)
             record = due >= measured_from
             if record:
+                if cpu_start is None:
+                    cpu_start = cpu_seconds(server_pid)
                 results.lag.append(max(0.0, time.perf_counter() - due))
             op = "create" if rng.random() < create_share else "status"
             tasks.append(asyncio.create_task(one(op, due, record)))
         await asyncio.gather(*tasks)
+        cpu_end = cpu_seconds(server_pid)
+        if cpu_start is not None and cpu_end is not None:
+            results.server_cpu = cpu_end - cpu_start
     return results, measured_from
 
 
@@ -193,7 +211,12 @@ def report(results: Results, measured_from: float, rate: float, seconds: float) 
     print(f"\nasked {rate:.0f} req/s for {seconds:.0f} s; answered {n} requests in "
           f"{took:.1f} s = {n / took:.1f} req/s achieved")
     print(f"client lag: p50 {pct(results.lag, 50) * 1e3:.2f} ms, "
-          f"p99 {pct(results.lag, 99) * 1e3:.2f} ms (included in the latencies)\n")
+          f"p99 {pct(results.lag, 99) * 1e3:.2f} ms (included in the latencies)")
+    if results.server_cpu is not None:
+        print(f"server CPU: {results.server_cpu:.1f} s = {results.server_cpu / n * 1e3:.2f} ms "
+              f"per request ({results.server_cpu / took:.2f} cores; embedded worker included)")
+    load1, _, _ = os.getloadavg()
+    print(f"load average (1 min) at the end: {load1:.2f} on {os.cpu_count()} CPUs\n")
     print(f"{'operation':<26}{'n':>7}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}"
           f"{'mean ms':>9}  errors")
     ok = True
@@ -222,6 +245,8 @@ def main() -> int:
                         help="serve the API only (exports stay queued): the API's own cost")
     parser.add_argument("--keep", action="store_true", help="keep the home and server log")
     args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the server is stopped and the home removed.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     root = Path(tempfile.mkdtemp(prefix="egress-api-bench-"))
     home = make_home(root)
@@ -233,7 +258,8 @@ def main() -> int:
     try:
         wait_ready(base, proc)
         results, measured_from = asyncio.run(
-            load(base, token, args.rate, args.seconds, args.create_share, args.warmup))
+            load(base, token, args.rate, args.seconds, args.create_share, args.warmup,
+                 proc.pid))
         ok = report(results, measured_from, args.rate, args.seconds)
     finally:
         proc.terminate()
@@ -251,4 +277,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
