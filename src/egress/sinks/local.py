@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,8 @@ class LocalSink:
         final = self.path(name)
         final.parent.mkdir(parents=True, exist_ok=True)
         # written in the staging area, so a kill never leaves a stray file beside the outputs
-        tmp = self._staged(name + ".object-tmp")
+        # unique per writer: two finalizers of one export may write the manifest at once
+        tmp = self._staged(f"{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
         tmp.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
             f.write(data)
