@@ -127,7 +127,11 @@ class TaskRunner:
         if cp.done:
             if not self.store.task_finish(task.id, token):
                 return "lost"
-            finalize_export(self.store, self.settings, export.id)
+            try:
+                finalize_export(self.store, self.settings, export.id)
+            except Exception as exc:  # the task is done; the reconciler finalizes later
+                log.warning("finalizing failed; the reconciler will retry",
+                            extra={"export": export.id, "error": _message(exc)})
             return "done"
         if not self.store.task_requeue(task.id, token):
             return "lost"
