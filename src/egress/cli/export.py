@@ -184,7 +184,7 @@ def _export(
     )
 
 
-def summary(manifest: dict[str, Any], out: Path, seconds: float) -> str:
+def summary(manifest: dict[str, Any], out: Path | str, seconds: float) -> str:
     """What was written, per table, and where the manifest is."""
     tables = manifest["tables"]
     lines = [
@@ -199,7 +199,7 @@ def summary(manifest: dict[str, Any], out: Path, seconds: float) -> str:
         lines.append(
             f"  {t['table']:<{width}}  {t['rows']:>12,} rows  {_size(t['bytes']):>9}  {where}"
         )
-    lines.append(f"Manifest: {out / 'manifest.json'}")
+    lines.append(f"Manifest: {str(out).rstrip('/')}/manifest.json")
     return "\n".join(lines)
 
 
