@@ -103,17 +103,19 @@ def test_sigterm_hands_tasks_over_at_once(tmp_path: Path, pg_server) -> None:
     store_url = pg_server.create_database("sigterm")
     # leases far longer than the hand-over we accept: only a release can explain it
     source, settings, store = _setup(
-        tmp_path, store_url, {"a": 250_000}, lease_seconds=60.0, slice_seconds=30.0,
+        tmp_path, store_url, {"a": 1_000_000}, lease_seconds=60.0, slice_seconds=60.0,
         grace_seconds=10.0,
     )
-    export = _create(store, settings, "a", "jsonl", "none")
+    export = _create(store, settings, "a", "jsonl", "gzip")
     (task,) = store.task_list(export.id)
     log = tmp_path / "workers.log"
-    first = start_worker(settings.home, log)
-    assert wait_until(lambda: (store.task_get(task.id).rows or 0) > 10_000, 60)
-    second = start_worker(settings.home, log)
-    time.sleep(1.5)  # let the second worker start polling
+    workers = [start_worker(settings.home, log) for _ in range(2)]
     try:
+        # both are up and polling; the one holding the lease gets the SIGTERM
+        assert wait_until(lambda: (store.task_get(task.id).rows or 0) > 10_000, 60)
+        holder_pid = int(_claims(store, task.id)[-1].worker.split(":")[1])
+        (first,) = [w for w in workers if w.pid == holder_pid]
+        assert store.task_get(task.id).state.value == "running"
         sent = time.monotonic()
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=10)
@@ -125,13 +127,14 @@ def test_sigterm_hands_tasks_over_at_once(tmp_path: Path, pg_server) -> None:
         assert wait_until(lambda: len(_claims(store, task.id)) >= 2, 5)
         reclaim = _claims(store, task.id)[-1]
         assert reclaim.at - release.at < 2.0
-        assert wait_until(lambda: all_terminal(store, [export.id]), 120)
+        assert int(reclaim.worker.split(":")[1]) != holder_pid
+        assert wait_until(lambda: all_terminal(store, [export.id]), 180)
     finally:
-        stop(first)
-        stop(second)
+        for w in workers:
+            stop(w)
     assert check_leases(store.lease_events()) == []
     assert store.export_get(None, export.id).state is ExportState.COMPLETED
-    expected = reference_outputs(source, "a", "jsonl", "none", PART_ROWS, tmp_path / "ref")
+    expected = reference_outputs(source, "a", "jsonl", "gzip", PART_ROWS, tmp_path / "ref")
     assert export_outputs(settings, export) == expected
 
 

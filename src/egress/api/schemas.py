@@ -15,7 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 Format = Literal["csv", "jsonl", "json", "sql", "parquet"]
 Compression = Literal["none", "gzip", "zstd"]
 Operator = Literal["=", "!=", "<", "<=", ">", ">=", "in", "is_null", "not_null"]
-#: "expired": completed, and its files were removed after the retention period.
+#: The store's states, which a listing can filter by.
+StateFilter = Literal["queued", "running", "completed", "failed", "cancelled"]
+#: What an export shows: its state, or "expired" for a completed export whose files were
+#: removed after the retention period (listed under "completed").
 Status = Literal["queued", "running", "completed", "failed", "cancelled", "expired"]
 Scalar = str | int | float | bool
 

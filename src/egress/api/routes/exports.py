@@ -25,7 +25,7 @@ from egress.api.schemas import (
     ExportCreated,
     ExportPage,
     ExportPublic,
-    Status,
+    StateFilter,
     TableEstimate,
 )
 from egress.api.views import events_url, export_public, export_summaries, status_url
@@ -179,7 +179,8 @@ def estimate(body: ExportCreate, principal: PrincipalDep, settings: SettingsDep
 def list_exports(
     principal: PrincipalDep,
     store: StoreDep,
-    status: Annotated[list[Status] | None, Query(description="Only these states.")] = None,
+    status: Annotated[list[StateFilter] | None, Query(
+        description="Only these states (expired exports are listed as completed).")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     before: Annotated[str | None, Query(min_length=1, max_length=64, pattern=r"^[a-z]+_[0-9a-f]+$",
                                         description="Cursor: `next_before` of a page.")] = None,
