@@ -32,7 +32,7 @@ FORMATS = [
     ("csv", "gzip"), ("jsonl", "none"), ("json", "zstd"), ("sql", "gzip"), ("parquet", "none"),
     ("csv", "none"), ("jsonl", "gzip"),
 ]
-PART_ROWS = 500
+PART_ROWS = 300
 KILLS = 30
 
 
@@ -74,7 +74,7 @@ def _run_chaos(store, store_kind, workers, tmp_path, source, sizes, settings, rn
     log = tmp_path / "workers.log"
     procs = [start_worker(settings.home, log) for _ in range(workers)]
     kills = 0
-    deadline = time.monotonic() + 420
+    deadline = time.monotonic() + 600
     try:
         while not all_terminal(store, [e.id for e in exports]):
             assert time.monotonic() < deadline, f"exports not done after {kills} kills"
@@ -87,6 +87,7 @@ def _run_chaos(store, store_kind, workers, tmp_path, source, sizes, settings, rn
         for p in procs:
             stop(p)
 
+    print(f"chaos {store_kind}: {kills} kills")
     assert kills >= KILLS, f"only {kills} kills happened before the exports finished"
     for export in exports:
         final = store.export_get(None, export.id)
