@@ -53,8 +53,8 @@ def test_an_expired_claim_is_due_again_and_fences_the_old_holder(
     store: SqlJobStore, make_export
 ):
     _, delivery = _failed(store, make_export)
-    [first] = store.delivery_claim(lease_seconds=0.2)
-    time.sleep(0.3)
+    [first] = store.delivery_claim(lease_seconds=1.0)
+    time.sleep(1.1)
     [second] = store.delivery_claim(lease_seconds=30)
     assert second.id == first.id and second.lease_token != first.lease_token
     # The first holder comes back: its attempt is not recorded.
@@ -76,12 +76,12 @@ def test_attempts_move_the_delivery_through_its_states(store: SqlJobStore, make_
     [claimed] = store.delivery_claim(lease_seconds=30)
     retry = store.delivery_record_attempt(
         claimed.id, claimed.lease_token, outcome=AttemptOutcome.FAILURE, duration=0.5,
-        status_code=503, error="receiver answered HTTP 503", retry_in=0.3)
+        status_code=503, error="receiver answered HTTP 503", retry_in=1.0)
     assert retry is not None and retry.state is DeliveryState.PENDING
     assert (retry.attempts, retry.round_attempts, retry.lease_token) == (1, 1, None)
     assert retry.last_error == "receiver answered HTTP 503"
-    assert store.delivery_claim(lease_seconds=30) == []  # not due for 0.3 s
-    time.sleep(0.35)
+    assert store.delivery_claim(lease_seconds=30) == []  # not due for 1 s
+    time.sleep(1.1)
     [again] = store.delivery_claim(lease_seconds=30)
     failed = store.delivery_record_attempt(
         again.id, again.lease_token, outcome=AttemptOutcome.REFUSED, duration=0.0,
@@ -185,10 +185,10 @@ def test_concurrent_first_secrets_leave_one(store: SqlJobStore):
 
 def test_rotation_keeps_the_previous_secret_for_the_grace(store: SqlJobStore):
     store.webhook_secret_ensure("p", "whsec_one")
-    active = store.webhook_secret_rotate("p", "whsec_two", previous_expire_in=0.4)
+    active = store.webhook_secret_rotate("p", "whsec_two", previous_expire_in=1.0)
     assert [(s.secret, s.generation) for s in active] == [("whsec_two", 2), ("whsec_one", 1)]
     assert active[0].expires_at is None and active[1].expires_at > store.now()
-    time.sleep(0.5)
+    time.sleep(1.1)
     assert [s.secret for s in store.webhook_secret_list("p")] == ["whsec_two"]
     # Immediate rotation: only the new one signs; the expired ones are purged.
     active = store.webhook_secret_rotate("p", "whsec_three", previous_expire_in=0)
@@ -205,10 +205,10 @@ def test_rotation_keeps_the_previous_secret_for_the_grace(store: SqlJobStore):
 
 def test_a_second_rotation_does_not_extend_an_earlier_expiry(store: SqlJobStore):
     store.webhook_secret_ensure("p", "whsec_one")
-    store.webhook_secret_rotate("p", "whsec_two", previous_expire_in=0.3)
+    store.webhook_secret_rotate("p", "whsec_two", previous_expire_in=1.0)
     active = store.webhook_secret_rotate("p", "whsec_three", previous_expire_in=3600)
     by_secret = {s.secret: s.expires_at for s in active}
     assert by_secret["whsec_three"] is None
     assert by_secret["whsec_one"] < by_secret["whsec_two"]
-    time.sleep(0.4)
+    time.sleep(1.1)
     assert [s.secret for s in store.webhook_secret_list("p")] == ["whsec_three", "whsec_two"]
