@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import egress
+from egress.memory import use_system_allocator
 
 
 class CommitRecorder:
@@ -47,6 +48,7 @@ def main() -> None:
     parser.add_argument("--profile")
     args = parser.parse_args()
     recorder = CommitRecorder()
+    use_system_allocator()  # as the egress CLI and worker do
 
     def run() -> None:
         egress.export(

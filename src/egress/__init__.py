@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("egress")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0+local"
+from egress._version import __version__
 
 
 def export(*args, **kwargs):  # type: ignore[no-untyped-def]

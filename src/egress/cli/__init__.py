@@ -19,6 +19,7 @@ from egress.cli.jobs import COMMANDS as JOB_COMMANDS
 from egress.cli.serve import serve
 from egress.cli.tokens import COMMANDS as TOKEN_COMMANDS
 from egress.exceptions import EgressError
+from egress.memory import use_system_allocator
 
 
 class EgressGroup(click.Group):
@@ -40,6 +41,7 @@ class EgressGroup(click.Group):
 @click.version_option(__version__, prog_name="egress")
 def main() -> None:
     """egress: long exports of large databases as durable, resumable jobs."""
+    use_system_allocator()
 
 
 main.add_command(export_command)

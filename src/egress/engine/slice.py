@@ -22,6 +22,7 @@ import pyarrow as pa
 from egress.domain.checkpoint import Checkpoint, FileRecord, OpenFile, PartRecord, TaskSpec
 from egress.domain.keys import Key
 from egress.engine.naming import file_name
+from egress.engine.readahead import PageReader
 from egress.engine.resume import verify_open_file
 from egress.engine.selection import selected_schema
 from egress.exceptions import DataError
@@ -69,8 +70,24 @@ class Task:
         # a column subset is selected from full batches: key columns stay readable
         self._schema = selected_schema(self.table, self.spec.columns)
         self._names = self._schema.names
+        self._pages: PageReader | None = None
 
     # --- reading ----------------------------------------------------------------------
+
+    def _raw_last_key(self, batch: pa.RecordBatch) -> Key:
+        return tuple(batch.column(k)[-1].as_py() for k in self.table.key_columns)
+
+    def pages(self) -> PageReader:
+        """The read-ahead of this slice (closed by ``close_pages`` when it ends)."""
+        if self._pages is None:
+            self._pages = PageReader(self.source, self.table, self.spec.part_rows,
+                                     self.spec.predicate, self._raw_last_key)
+        return self._pages
+
+    def close_pages(self) -> None:
+        pages, self._pages = self._pages, None
+        if pages is not None:
+            pages.close()
 
     def _key_at(self, batch: pa.RecordBatch, index: int) -> Key:
         key = tuple(batch.column(k)[index].as_py() for k in self.table.key_columns)
@@ -104,9 +121,7 @@ class Task:
         while True:
             encoder = fmt.part_encoder(self._schema, rows_before + rows)
             got = 0
-            batches = self.source.read(self.table, after, spec.part_rows,
-                                       predicate=spec.predicate)
-            with contextlib.closing(batches) as it:
+            with contextlib.closing(self.pages().page(after)) as it:
                 for batch in it:
                     if first_key is None:
                         first_key = self._key_at(batch, 0)
@@ -216,6 +231,13 @@ def run_slice(task: Task, checkpoint: Checkpoint, deadline: float) -> Checkpoint
     """
     # a new owner first checks that the sink still holds the open file's parts
     cp = verify_open_file(task.sink, task.commit, checkpoint)
+    try:
+        return _run(task, cp, deadline)
+    finally:
+        task.close_pages()  # pages read ahead and not committed are dropped
+
+
+def _run(task: Task, cp: Checkpoint, deadline: float) -> Checkpoint:
     committed = False
     while not cp.done:
         if cp.open_file is not None and cp.open_file.closed:

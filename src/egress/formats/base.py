@@ -49,10 +49,10 @@ class TextPartEncoder:
     """Collects the encoded bytes of each batch; shared by the text formats."""
 
     def __init__(self) -> None:
-        self._chunks: list[bytes] = []
+        self._chunks: list[bytes | memoryview] = []
         self._size = 0
 
-    def append(self, data: bytes) -> None:
+    def append(self, data: bytes | memoryview) -> None:
         self._chunks.append(data)
         self._size += len(data)
 
@@ -61,11 +61,12 @@ class TextPartEncoder:
         return self._size
 
     def finish(self) -> bytes:
-        return b"".join(self._chunks)
+        return b"".join(self._chunks)  # the one copy of the part's bytes
 
 
-def concat_strings(array: pa.Array) -> bytes:
-    """All values of a string array, back to back: its data buffer, without a copy per row."""
+def concat_strings(array: pa.Array) -> bytes | memoryview:
+    """All values of a string array, back to back: a view of its data buffer, no copy
+    (the part encoder copies every batch's view once, into the part)."""
     if len(array) == 0:
         return b""
     if array.null_count:
@@ -75,7 +76,7 @@ def concat_strings(array: pa.Array) -> bytes:
     if data is None:  # every value is empty
         return b""
     start, end = int(offsets[0]), int(offsets[-1])
-    return data.slice(start, end - start).to_pybytes()
+    return memoryview(data.slice(start, end - start))
 
 
 def value_offsets(array: pa.Array) -> np.ndarray:

@@ -44,35 +44,43 @@ class CsvFormat:
         )
         return not (plain and self._plain_safe)
 
-    def _field(self, values: pa.Array, may_need_quotes: bool = True) -> pa.Array:
+    def _field(
+        self, values: pa.Array, may_need_quotes: bool = True, keep_nulls: bool = False
+    ) -> pa.Array:
         """Each value as a CSV field: quoted only if it holds the delimiter, a quote or a
-        line break; NULL as an empty field."""
+        line break; NULL as an empty field (or kept null with ``keep_nulls``)."""
         if may_need_quotes:
             needs = pc.match_substring_regex(values, self._needs_quotes)
             if pc.any(needs).as_py():
                 escaped = pc.replace_substring(values, '"', '""')
                 quoted = pc.binary_join_element_wise('"', escaped, '"', "")
                 values = pc.if_else(needs, quoted, values)
-        return values.fill_null("") if values.null_count else values
+        return values.fill_null("") if values.null_count and not keep_nulls else values
 
     def header(self, schema: pa.Schema) -> bytes:
         names = pa.array([f.name for f in schema], pa.string())
         fields = self._field(names).to_pylist()
         return (self.delimiter.join(fields) + EOL).encode()
 
-    def encode_rows(self, batch: pa.RecordBatch) -> bytes:
-        columns = []
+    def encode_rows(self, batch: pa.RecordBatch) -> bytes | memoryview:
+        # one join builds every line: fields, delimiters and the line end, with a NULL
+        # written as an empty field by the join itself (no copy of a column to fill it)
+        pieces: list[pa.Array | str] = []
         for field, array in zip(batch.schema, batch.columns, strict=True):
             text = render.text(array, field)
-            values = self._field(text, self._may_need_quotes(array.type))
+            values = self._field(text, self._may_need_quotes(array.type), keep_nulls=True)
             if _may_be_empty(array.type):
                 # an empty string is written "" so that it differs from NULL (an empty field)
                 empty = pc.equal(text, "").fill_null(False)
                 if pc.any(empty).as_py():
                     values = pc.if_else(empty, '""', values)
-            columns.append(values)
-        joined = pc.binary_join_element_wise(*columns, self.delimiter)
-        return concat_strings(pc.binary_join_element_wise(joined, EOL, ""))
+            pieces += (values, self.delimiter)
+        if not pieces:
+            return EOL.encode() * batch.num_rows
+        pieces[-1] = EOL
+        lines = pc.binary_join_element_wise(*pieces, "", null_handling="replace",
+                                            null_replacement="")
+        return concat_strings(lines)
 
     def part_encoder(self, schema: pa.Schema, rows_before: int) -> _CsvPart:
         return _CsvPart(self)

@@ -22,11 +22,13 @@ def object_lines(batch: pa.RecordBatch, line_start: str, line_end: str) -> pa.Ar
     for i, (field, array) in enumerate(zip(batch.schema, batch.columns, strict=True)):
         key = json.dumps(field.name, ensure_ascii=False)
         pieces.append(("{" if i == 0 else ",") + key + ":")
-        pieces.append(render.json_value(array, field).fill_null("null"))
+        pieces.append(render.json_value(array, field))
     pieces.append("}")
     if not batch.num_columns:
         pieces = ["{}"]
-    return pc.binary_join_element_wise(line_start, *pieces, line_end, "")
+    # a NULL is written by the join itself: no copy of a column to fill it
+    return pc.binary_join_element_wise(line_start, *pieces, line_end, "",
+                                       null_handling="replace", null_replacement="null")
 
 
 class JsonLinesFormat:
@@ -53,7 +55,7 @@ class JsonArrayFormat:
         return b"[\n"
 
     def part_encoder(self, schema: pa.Schema, rows_before: int) -> _Part:
-        def encode(batch: pa.RecordBatch, first: bool) -> bytes:
+        def encode(batch: pa.RecordBatch, first: bool) -> bytes | memoryview:
             data = concat_strings(object_lines(batch, ",\n", ""))
             # the file's very first row has no separator before it
             return data[2:] if first else data

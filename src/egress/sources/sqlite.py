@@ -115,6 +115,14 @@ def _timestamp(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
     (text,) = arrays
     if text.null_count == len(text):
         return pa.nulls(len(text), field.type)
+    try:
+        # the common case, no value with an offset: one parse, read as UTC (a date alone
+        # parses as midnight); a value with an offset makes the naive parse fail
+        naive = pc.cast(text, pa.timestamp("us"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    else:
+        return naive if naive.type == field.type else naive.cast(field.type)
     date_only = pc.match_substring_regex(text, _DATE_ONLY)
     text = pc.if_else(date_only, pc.binary_join_element_wise(text, " 00:00:00", ""), text)
     has_offset = pc.match_substring_regex(text, _HAS_OFFSET)
@@ -239,7 +247,9 @@ class SqliteSource:
         # percent-encoded: a '?', '#' or '%' in the path would end it or change it
         uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=ro"
         try:
-            self._catalog = sqlite3.connect(uri, uri=True)
+            # the read-ahead thread may describe a table on first read (one thread at a
+            # time: SQLite's serialized mode makes the handle safe to pass between them)
+            self._catalog = sqlite3.connect(uri, uri=True, check_same_thread=False)
             self._catalog.execute("SELECT count(*) FROM sqlite_master").fetchone()
             self._conn = adbc_sqlite.connect(uri)
         except (sqlite3.Error, OSError) as exc:
