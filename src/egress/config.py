@@ -100,6 +100,9 @@ class ExportDefaults:
     orphan_upload_seconds: float = 86400.0
     #: How often the reconciler looks for such uploads.
     orphan_sweep_seconds: float = 600.0
+    #: A free-form query export's statement (each page of it) is cancelled after this
+    #: many seconds (PostgreSQL statement_timeout; SQLite a progress handler).
+    query_timeout_seconds: float = 300.0
 
 
 @dataclass(frozen=True)
