@@ -3,6 +3,13 @@
 Only the SHA-256 of a token is looked up; the token itself is never logged or kept.
 A caller is one token of one project (:class:`~egress.api.deps.Principal`); routers
 scope every read and write by ``principal.project``.
+
+Verified tokens are cached per API process for :data:`TOKEN_CACHE_SECONDS` (keyed by
+the hash), so most requests authenticate without a store read. Bounded staleness: a
+token revoked through this process's store (``store.token_revoke``) stops working at
+the next request; one revoked elsewhere (``egress tokens revoke``, another API node)
+stops working within ``TOKEN_CACHE_SECONDS``. Unknown and revoked tokens are never
+cached: every such request reads the store.
 """
 
 from __future__ import annotations
@@ -10,18 +17,72 @@ from __future__ import annotations
 import hmac
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
+import anyio.to_thread
 from fastapi import Request
 
 from egress.api.deps import Principal
 from egress.api.errors import Forbidden, TooManyRequests, Unauthorized
-from egress.domain.access import TOKEN_PREFIX, AuditEntry, hash_token
+from egress.domain.access import TOKEN_PREFIX, AuditEntry, TokenRecord, hash_token
+from egress.store.base import JobStore
 
 log = logging.getLogger(__name__)
 
 #: Longest header value looked at (a token is ~47 characters).
 MAX_TOKEN_LENGTH = 256
+#: Seconds a verified token is trusted without reading the store again: the longest a
+#: token revoked by another process keeps working on this one.
+TOKEN_CACHE_SECONDS = 5.0
+#: Tokens cached at most (about 300 bytes each); beyond it the cache starts afresh.
+TOKEN_CACHE_SIZE = 10_000
+
+
+@dataclass
+class _Cached:
+    record: TokenRecord
+    expires: float  # time.monotonic()
+    #: when this process last wrote (or read) the token's last_used_at (epoch seconds)
+    used_at: float | None
+
+
+class TokenCache:
+    """Verified tokens by hash, for ``ttl`` seconds, dropped whenever the store counts a
+    revocation (``token_revocations``; a store without that counter is never cached)."""
+
+    def __init__(self, ttl: float = TOKEN_CACHE_SECONDS, size: int = TOKEN_CACHE_SIZE) -> None:
+        self.ttl, self.size = ttl, size
+        self._entries: dict[str, _Cached] = {}
+        self._revocations: int | None = None
+
+    def get(self, store: JobStore, digest: str) -> _Cached | None:
+        revocations = getattr(store, "token_revocations", None)
+        if revocations is None:
+            return None
+        if revocations != self._revocations:
+            self._entries = {}
+            self._revocations = revocations
+        entry = self._entries.get(digest)
+        if entry is None or entry.expires <= time.monotonic():
+            return None
+        return entry
+
+    def lookup(self, store: JobStore, digest: str) -> _Cached | None:
+        """Read the store (blocking) and cache an active token."""
+        before = getattr(store, "token_revocations", None)
+        record = store.token_find(digest)
+        if record is None or not record.active:
+            return None
+        entry = _Cached(record, time.monotonic() + self.ttl, record.last_used_at)
+        # a revocation counted during the read may have been missed by it: keep the
+        # answer for this request only
+        if before is not None and before == self._revocations == getattr(
+                store, "token_revocations", None):
+            if len(self._entries) >= self.size:
+                self._entries = {}
+            self._entries[digest] = entry
+        return entry
 
 
 def client_address(request: Request) -> str | None:
@@ -44,38 +105,53 @@ def _bearer(request: Request) -> str:
     return token
 
 
-def authenticate(request: Request) -> Principal:
+async def authenticate(request: Request) -> Principal:
     """The caller of ``request``; 401 when the token is missing, unknown or revoked,
-    429 when it is over its rate limit."""
+    429 when it is over its rate limit. Reads the store (in a worker thread) only for a
+    token not cached, and writes ``last_used_at`` at most once per
+    ``api.token_touch_seconds``."""
     cached = getattr(request.state, "principal", None)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     token = _bearer(request)
     digest = hash_token(token)
-    store = request.app.state.store
-    record = store.token_find(digest)
+    app_state = request.app.state
+    store = app_state.store
+    cache: TokenCache | None = getattr(app_state, "token_cache", None)
+    if cache is None:
+        cache = app_state.token_cache = TokenCache()
+    entry = cache.get(store, digest)
+    if entry is None:
+        entry = await anyio.to_thread.run_sync(cache.lookup, store, digest)
     # compare_digest: the lookup matched by index already; this keeps the check explicit
-    if record is None or not record.active or not hmac.compare_digest(record.token_hash, digest):
+    if entry is None or not hmac.compare_digest(entry.record.token_hash, digest):
         raise Unauthorized("unknown or revoked token")
-    wait = request.app.state.limiter.acquire(record.id)
+    record = entry.record
+    wait = app_state.limiter.acquire(record.id)
     if wait > 0:
         raise TooManyRequests(
             f"rate limit of this token exceeded; retry after {wait:.1f} s "
             "(the limit is set by api.rate_limit_per_second and api.rate_limit_burst)",
             retry_after=wait,
         )
-    interval = request.app.state.settings.api.token_touch_seconds
-    # a write only when due (by the value just read): not a write lock per request
-    if record.last_used_at is None or time.time() - record.last_used_at >= interval:
-        try:
-            store.token_touch(record.id, interval)
-        except Exception as exc:  # bookkeeping only: never fail a request for it
-            log.warning("could not record token use", extra={"token_id": record.id,
-                                                             "error": str(exc)})
+    interval = app_state.settings.api.token_touch_seconds
+    now = time.time()
+    # a write only when due (by the value last read or written): not a write per request
+    if entry.used_at is None or now - entry.used_at >= interval:
+        entry.used_at = now
+        await anyio.to_thread.run_sync(_touch, store, record.id, interval)
     principal = Principal(project=record.project, token_id=record.id,
                           scopes=frozenset(record.scopes), client=client_address(request))
     request.state.principal = principal
     return principal
+
+
+def _touch(store: JobStore, token_id: str, interval: float) -> None:
+    try:
+        store.token_touch(token_id, interval)
+    except Exception as exc:  # bookkeeping only: never fail a request for it
+        log.warning("could not record token use", extra={"token_id": token_id,
+                                                         "error": str(exc)})
 
 
 def check_scope(principal: Principal, scope: str) -> Principal:

@@ -10,13 +10,17 @@ Contract for routers (the API-core module implements the bodies):
                  dependencies=[Depends(require_scope("exports:cancel"))])
 
 ``Principal.project`` scopes every query: another project's id answers 404.
+
+The dependencies are ``async def`` although they do not wait on anything (except a
+token lookup, which runs in a worker thread): FastAPI runs a plain ``def`` dependency in
+its thread pool, a hand-off that cost more than the dependency itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
@@ -39,27 +43,27 @@ class Principal:
         return scope in self.scopes or "admin" in self.scopes
 
 
-def get_store(request: Request) -> JobStore:
+async def get_store(request: Request) -> JobStore:
     return request.app.state.store
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_principal(request: Request) -> Principal:
+async def get_principal(request: Request) -> Principal:
     """Authenticates ``Authorization: Bearer <token>``; 401 problem when missing/invalid.
     Implemented by the API core (api/auth.py)."""
     from egress.api.auth import authenticate
 
-    return authenticate(request)
+    return await authenticate(request)
 
 
-def require_scope(scope: str) -> Callable[[Principal], Principal]:
+def require_scope(scope: str) -> Callable[[Principal], Coroutine[Any, Any, Principal]]:
     """A dependency that answers 403 unless the caller's token has ``scope`` (or admin)."""
     from egress.api.auth import check_scope
 
-    def dependency(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+    async def dependency(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
         return check_scope(principal, scope)
 
     return dependency

@@ -107,8 +107,10 @@ class JobStore(Protocol):
         """Non-terminal exports older than their ``max_duration``."""
         ...
 
-    def export_count_active(self) -> int:
-        """Exports queued or running, in every project (``worker --exit-when-idle``)."""
+    def export_count_active(self, project: str | None = None, *, limit: int | None = None
+                            ) -> int:
+        """Exports queued or running, in ``project`` or every project (``worker
+        --exit-when-idle``); with ``limit`` counting stops there (a cap check)."""
         ...
 
     def export_list_cancelled_with_outputs(self) -> list[ExportRecord]:

@@ -216,8 +216,14 @@ class ExportOps(SqlCore):
             .order_by(exports.c.id)
         )
 
-    def export_count_active(self) -> int:
-        query = sa.select(sa.func.count()).where(exports.c.state.in_(ACTIVE))
+    def export_count_active(self, project: str | None = None, *, limit: int | None = None
+                            ) -> int:
+        active = sa.select(sa.literal(1)).where(exports.c.state.in_(ACTIVE))
+        if project is not None:
+            active = active.where(exports.c.project == project)
+        if limit is not None:  # stop counting there: a cap check needs no more
+            active = active.limit(limit)
+        query = sa.select(sa.func.count()).select_from(active.subquery())
         return int(self._tx(lambda c: c.execute(query).scalar_one(), read_only=True))
 
     def export_list_cancelled_with_outputs(self) -> list[ExportRecord]:

@@ -1,4 +1,10 @@
-"""API token operations of SqlJobStore: create, find by hash, touch, list, revoke."""
+"""API token operations of SqlJobStore: create, find by hash, touch, list, revoke.
+
+``token_revocations`` counts the revocations made through this store object, so a cache
+of tokens in the same process (the API's, see egress.api.auth) can drop its entries at
+once; a revocation made by another process reaches such a cache only when its entries
+expire.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +28,9 @@ def token_record(row: sa.Row[Any]) -> TokenRecord:
 
 
 class TokenOps(SqlCore):
+    #: Revocations made through this store object (read without a lock: an int).
+    token_revocations: int = 0
+
     def token_create(self, token: TokenRecord) -> TokenRecord:
         def run(conn: Connection) -> TokenRecord:
             conn.execute(
@@ -38,7 +47,12 @@ class TokenOps(SqlCore):
             ).one()
             return token_record(row)
 
-        return self._tx(run)
+        try:
+            return self._tx(run)
+        finally:
+            # after the commit: a cache filled from a read before it sees the count
+            # change and drops that entry (any change will do: threads may race here)
+            self.token_revocations += 1
 
     def token_find(self, token_hash: str) -> TokenRecord | None:
         query = sa.select(api_tokens).where(api_tokens.c.token_hash == token_hash)
@@ -87,4 +101,9 @@ class TokenOps(SqlCore):
                 row = conn.execute(query).first()
             return token_record(row) if row is not None else None
 
-        return self._tx(run)
+        try:
+            return self._tx(run)
+        finally:
+            # after the commit: a cache filled from a read before it sees the count
+            # change and drops that entry (any change will do: threads may race here)
+            self.token_revocations += 1

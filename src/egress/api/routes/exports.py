@@ -105,9 +105,7 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
 
 def _check_active_limit(store: JobStore, settings: Settings, project: str) -> None:
     cap = settings.api.max_active_exports
-    active = manager.list_exports(store, project, states=[ExportState.QUEUED,
-                                                          ExportState.RUNNING], limit=cap)
-    if len(active) >= cap:
+    if store.export_count_active(project, limit=cap) >= cap:
         raise TooManyRequests(
             f"project {project!r} has {cap} exports queued or running, the most allowed "
             "(api.max_active_exports); wait for one to finish or cancel one",
