@@ -1,28 +1,40 @@
 """HTTP API latency at a fixed request rate: create and status on loopback.
 
-    .venv/bin/python bench/api_latency.py                       # 200 req/s for 20 s
+    .venv/bin/python bench/api_latency.py                  # 200 req/s for 20 s, 2 workers
+    .venv/bin/python bench/api_latency.py --workers 4 --store postgresql
+    .venv/bin/python bench/api_latency.py --embedded       # the API's embedded worker
+    .venv/bin/python bench/api_latency.py --workers 0      # API only: exports stay queued
     .venv/bin/python bench/api_latency.py --rate 400 --seconds 10 --create-share 0.5
 
-Starts ``egress serve`` (the API with its embedded worker and the embedded defaults: a
-SQLite store and local files in a fresh home) on 127.0.0.1, creates a token with
-``egress tokens create``, then sends requests at a fixed rate from one asyncio httpx
-client: ``POST /v1/exports`` (a 200-row table; the embedded worker runs every export
-meanwhile) and ``GET /v1/exports/{id}`` of an export created earlier.
+Runs egress as it is deployed: ``egress serve --no-worker`` answers the requests and
+``--workers N`` separate ``egress worker`` processes run the exports (``--embedded``: the
+API process runs them in its embedded worker instead). The home is fresh, with the
+embedded defaults (a SQLite store, local files) and a 200-row SQLite table; the per-token
+rate limit and the per-project cap on queued/running exports (``api.max_active_exports``)
+are lifted far above what the bench sends, since it measures latency, not the limits.
+Then one asyncio client sends, on 127.0.0.1, ``POST /v1/exports`` (the share
+``--create-share``) and ``GET /v1/exports/{id}`` of a recent export.
 
 The load is an open loop: request *i* is due at ``start + i / rate`` whether or not
 earlier ones have answered, and its latency counts from that moment, so a server that
-falls behind shows in the figures instead of slowing the load (no coordinated
-omission). Prints p50/p90/p99/max per operation, the rate achieved and any errors.
-Target: p99 < 50 ms. Not part of the test suite.
+falls behind (or a client late to send) shows in the figures instead of slowing the
+load (no coordinated omission). The client is a minimal HTTP/1.1 client over asyncio
+streams with a pool of keep-alive connections, opening another connection whenever all
+are busy: it costs a fraction of httpx's CPU, which shares the same cores as the server
+(``--client httpx`` for comparison). Prints p50/p90/p99/max per operation, the rate
+achieved, CPU per request of the API process, the workers, PostgreSQL and the client, and any
+errors. Target: p99 < 50 ms. Not part of the test suite.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
+import resource
 import signal
 import socket
 import sqlite3
@@ -31,12 +43,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 TARGET_P99_MS = 50.0
+#: Connections the client keeps at most; beyond, a request waits (and its wait counts).
+MAX_CONNECTIONS = 256
+#: A client connection idle this long is closed, not reused (the server's limit is 5 s).
+IDLE_SECONDS = 2.0
+BODY = {"source": "main", "tables": ["items"], "format": "csv"}
 
 
 @dataclass
@@ -48,8 +66,8 @@ class Results:
     #: how late the client sent each request (its own lag, included in latency)
     lag: list[float] = field(default_factory=list)
     finished_at: float = 0.0
-    #: CPU seconds the server used while measured (None: unknown)
-    server_cpu: float | None = None
+    #: CPU seconds used while measured, by role (api, workers, client)
+    cpu: dict[str, float] = field(default_factory=dict)
 
     def record(self, op: str, seconds: float, problem: str | None) -> None:
         self.latency.setdefault(op, []).append(seconds)
@@ -58,13 +76,39 @@ class Results:
             counts[problem] = counts.get(problem, 0) + 1
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system, every thread) of a process so far; None off Linux."""
+# --- processes -------------------------------------------------------------------------
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, every thread) of a process and its reaped children."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (uvicorn's worker processes)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            children = []
+        todo += [int(c) for c in children]
+    return found
+
+
+def postmaster(datadir: Path) -> int:
+    """The PostgreSQL server's pid (its backends are its children)."""
+    return int((datadir / "data" / "postmaster.pid").read_text().split()[0])
+
+
+def client_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def free_port() -> int:
@@ -73,8 +117,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def make_home(root: Path) -> Path:
-    """A fresh home: a 200-row SQLite source named ``main``, everything else default."""
+def make_home(root: Path, store_url: str | None = None) -> Path:
+    """A fresh home: a 200-row SQLite source named ``main``, the store at ``store_url``
+    (default: the embedded SQLite store), everything else default."""
     src = root / "source.db"
     conn = sqlite3.connect(src)
     conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, price REAL)")
@@ -85,19 +130,23 @@ def make_home(root: Path) -> Path:
     home = root / "home"
     home.mkdir()
     (home / "egress.toml").write_text(
-        f'[sources.main]\nurl = "sqlite:///{src}"\n\n'
+        (f'[store]\nurl = "{store_url}"\n\n' if store_url else "")
+        + f'[sources.main]\nurl = "sqlite:///{src}"\n\n'
         # The bench measures latency, not the limits: lift the per-token rate limit and
-        # the per-project cap on running exports far above what it sends.
+        # the per-project cap on queued/running exports far above what it sends.
         "[api]\nrate_limit_per_second = 100000.0\nrate_limit_burst = 100000\n"
         "max_active_exports = 1000000\n"
     )
     return home
 
 
+def egress_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
+
+
 def cli(home: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
     done = subprocess.run([sys.executable, "-m", "egress.cli", *args, "--home", str(home)],
-                          env=env, capture_output=True, text=True, timeout=60)
+                          env=egress_env(), capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise SystemExit(f"egress {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout
@@ -109,15 +158,30 @@ def create_token(home: Path) -> str:
     return str(json.loads(out)["token"])
 
 
-def start_server(home: Path, port: int, log: Path, worker: bool) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "egress.cli", "serve", "--home", str(home),
-             "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING",
-             *([] if worker else ["--no-worker"])],
-            env=env, stdout=out, stderr=subprocess.STDOUT,
-        )
+def spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "egress.cli", *args], env=egress_env(),
+                                stdout=out, stderr=subprocess.STDOUT)
+
+
+def start_server(home: Path, port: int, log: Path, embedded: bool) -> subprocess.Popen[bytes]:
+    return spawn(["serve", "--home", str(home), "--host", "127.0.0.1", "--port", str(port),
+                  "--log-level", "WARNING", *([] if embedded else ["--no-worker"])], log)
+
+
+def start_workers(home: Path, n: int, log: Path) -> list[subprocess.Popen[bytes]]:
+    return [spawn(["worker", "--home", str(home), "--log-level", "WARNING"], log)
+            for _ in range(n)]
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -134,54 +198,121 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 60) ->
     raise SystemExit("egress serve did not answer /healthz in time")
 
 
-BODY = {"source": "main", "tables": ["items"], "format": "csv"}
+# --- clients ---------------------------------------------------------------------------
+
+class ClientError(Exception):
+    pass
 
 
-async def create(client: httpx.AsyncClient, ids: list[str]) -> str | None:
-    r = await client.post("/v1/exports", json=BODY)
-    if r.status_code != 202:
-        return str(r.status_code)
-    ids.append(r.json()["id"])
-    return None
+Send = Callable[[str, str, bytes | None], Awaitable[tuple[int, bytes]]]
 
 
-async def status(client: httpx.AsyncClient, ids: list[str], rng: random.Random) -> str | None:
-    # A recent export: the ones a client would be watching.
-    r = await client.get(f"/v1/exports/{rng.choice(ids[-200:])}")
-    return None if r.status_code == 200 else str(r.status_code)
+class RawClient:
+    """Just enough HTTP/1.1 for this bench: keep-alive connections, Content-Length
+    bodies (every answer of these routes has one). A connection idle longer than
+    :data:`IDLE_SECONDS` is closed rather than reused: the server closes idle ones after
+    5 s (uvicorn's keep-alive timeout) and a request on a closing connection would be
+    lost (a real client retries it; this one never meets the case)."""
+
+    def __init__(self, host: str, port: int, token: str) -> None:
+        self.host, self.port = host, port
+        self.head = f"Host: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
+        #: (reader, writer, idle since) — the most recently used last
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = []
+        self.slots = asyncio.Semaphore(MAX_CONNECTIONS)
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        now = time.monotonic()
+        while self.idle:
+            reader, writer, since = self.idle.pop()
+            if now - since < IDLE_SECONDS and not reader.at_eof():
+                return reader, writer
+            writer.close()
+        return await asyncio.open_connection(self.host, self.port)
+
+    async def send(self, method: str, path: str, body: bytes | None) -> tuple[int, bytes]:
+        async with self.slots:
+            reader, writer = await self._connection()
+            try:
+                extra = (f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                         if body is not None else "")
+                writer.write(f"{method} {path} HTTP/1.1\r\n{self.head}{extra}\r\n".encode()
+                             + (body or b""))
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                status = int(lines[0].split(" ", 2)[1])
+                length = next((int(line.split(":", 1)[1]) for line in lines[1:]
+                               if line[:15].lower() == "content-length:"), None)
+                if length is None:
+                    raise ClientError("an answer without Content-Length")
+                data = await reader.readexactly(length)
+            except BaseException:
+                writer.close()
+                raise
+            self.idle.append((reader, writer, time.monotonic()))
+            return status, data
+
+    async def close(self) -> None:
+        for _, writer, _ in self.idle:
+            writer.close()
 
 
-async def load(base: str, token: str, rate: float, seconds: float, create_share: float,
-               warmup: float, server_pid: int) -> tuple[Results, float]:
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    headers = {"Authorization": f"Bearer {token}"}
+async def run_load(base: str, token: str, rate: float, seconds: float, create_share: float,
+                   warmup: float, kind: str, pids: dict[str, list[int]]) -> tuple[Results, float]:
+    host, port = base.removeprefix("http://").split(":")
+    body = json.dumps(BODY).encode()
+    httpx_client = None
+    if kind == "httpx":
+        limits = httpx.Limits(max_connections=MAX_CONNECTIONS,
+                              max_keepalive_connections=MAX_CONNECTIONS)
+        httpx_client = httpx.AsyncClient(base_url=base, limits=limits, timeout=30,
+                                         headers={"Authorization": f"Bearer {token}"})
+
+        async def send(method: str, path: str, data: bytes | None) -> tuple[int, bytes]:
+            assert httpx_client is not None
+            r = await httpx_client.request(method, path, content=data, headers=(
+                {"Content-Type": "application/json"} if data is not None else None))
+            return r.status_code, r.content
+        close = httpx_client.aclose
+        failures: tuple[type[BaseException], ...] = (httpx.HTTPError,)
+    else:
+        raw = RawClient(host, int(port), token)
+        send, close = raw.send, raw.close
+        failures = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                    ClientError, ValueError)
     results, rng, ids = Results(), random.Random(7), []
-    async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits,
-                                 timeout=30) as client:
-        for _ in range(10):  # something to ask the status of, and warm connections
-            if await create(client, ids):
+
+    async def create() -> str | None:
+        status, data = await send("POST", "/v1/exports", body)
+        if status != 202:
+            return str(status)
+        ids.append(json.loads(data)["id"])
+        return None
+
+    async def show() -> str | None:
+        # a recent export: the ones a client would be watching
+        status, _ = await send("GET", f"/v1/exports/{rng.choice(ids[-200:])}", None)
+        return None if status == 200 else str(status)
+
+    try:
+        for _ in range(10):  # something to ask the status of, and a warm connection
+            if await create():
                 raise SystemExit("POST /v1/exports failed before the load started")
 
         async def one(op: str, due: float, record: bool) -> None:
-            problem = None
             try:
-                if op == "create":
-                    problem = await create(client, ids)
-                else:
-                    problem = await status(client, ids, rng)
-            except httpx.HTTPError as exc:
+                problem = await (create() if op == "create" else show())
+            except failures as exc:
                 problem = type(exc).__name__
             if record:
-                took = time.perf_counter() - due
-                results.record(op, took, problem)
+                results.record(op, time.perf_counter() - due, problem)
                 results.finished_at = max(results.finished_at, time.perf_counter())
 
         tasks: list[asyncio.Task[None]] = []
-        total = int((warmup + seconds) * rate)
         start = time.perf_counter() + 0.05
         measured_from = start + warmup
-        cpu_start = None
-        for i in range(total):
+        cpu_start: dict[str, float] | None = None
+        for i in range(int((warmup + seconds) * rate)):
             due = start + i / rate
             delay = due - time.perf_counter()
             if delay > 0:
@@ -189,32 +320,45 @@ async def load(base: str, token: str, rate: float, seconds: float, create_share:
             record = due >= measured_from
             if record:
                 if cpu_start is None:
-                    cpu_start = cpu_seconds(server_pid)
+                    cpu_start = cpu_by_role(pids)
                 results.lag.append(max(0.0, time.perf_counter() - due))
             op = "create" if rng.random() < create_share else "status"
             tasks.append(asyncio.create_task(one(op, due, record)))
         await asyncio.gather(*tasks)
-        cpu_end = cpu_seconds(server_pid)
-        if cpu_start is not None and cpu_end is not None:
-            results.server_cpu = cpu_end - cpu_start
+        if cpu_start is not None:
+            end = cpu_by_role(pids)
+            results.cpu = {role: end[role] - cpu_start[role] for role in end}
+    finally:
+        await close()
     return results, measured_from
 
+
+def cpu_by_role(pids: dict[str, list[int]]) -> dict[str, float]:
+    out = {role: sum(cpu_seconds(p) for pid in procs for p in tree(pid))
+           for role, procs in pids.items()}
+    out["client"] = client_cpu()
+    return out
+
+
+# --- report ----------------------------------------------------------------------------
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
-def report(results: Results, measured_from: float, rate: float, seconds: float) -> bool:
+def report(results: Results, measured_from: float, rate: float, seconds: float,
+           setup: str) -> bool:
     n = sum(len(v) for v in results.latency.values())
     took = results.finished_at - measured_from
-    print(f"\nasked {rate:.0f} req/s for {seconds:.0f} s; answered {n} requests in "
+    print(f"\n{setup}")
+    print(f"asked {rate:.0f} req/s for {seconds:.0f} s; answered {n} requests in "
           f"{took:.1f} s = {n / took:.1f} req/s achieved")
     print(f"client lag: p50 {pct(results.lag, 50) * 1e3:.2f} ms, "
           f"p99 {pct(results.lag, 99) * 1e3:.2f} ms (included in the latencies)")
-    if results.server_cpu is not None:
-        print(f"server CPU: {results.server_cpu:.1f} s = {results.server_cpu / n * 1e3:.2f} ms "
-              f"per request ({results.server_cpu / took:.2f} cores; embedded worker included)")
+    for role, cpu in results.cpu.items():
+        print(f"CPU {role:<8} {cpu:6.1f} s = {cpu / n * 1e3:5.2f} ms per request "
+              f"({cpu / took:.2f} cores)")
     load1, _, _ = os.getloadavg()
     print(f"load average (1 min) at the end: {load1:.2f} on {os.cpu_count()} CPUs\n")
     print(f"{'operation':<26}{'n':>7}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}"
@@ -241,34 +385,60 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds first")
     parser.add_argument("--create-share", type=float, default=0.25,
                         help="share of requests that create an export (the rest: status)")
-    parser.add_argument("--no-worker", action="store_true",
-                        help="serve the API only (exports stay queued): the API's own cost")
-    parser.add_argument("--keep", action="store_true", help="keep the home and server log")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="separate 'egress worker' processes (0: exports stay queued)")
+    parser.add_argument("--embedded", action="store_true",
+                        help="the API process runs the exports (its embedded worker); "
+                             "no separate workers")
+    parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite",
+                        help="the embedded SQLite store, or a throwaway local PostgreSQL "
+                             "server (the tests' settings: fsync off)")
+    parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
+                        help="load generator: a minimal asyncio HTTP/1.1 client, or httpx")
+    parser.add_argument("--keep", action="store_true", help="keep the home and the logs")
     args = parser.parse_args()
-    # SIGTERM unwinds like Ctrl-C, so the server is stopped and the home removed.
+    workers = 0 if args.embedded else args.workers
+    # SIGTERM unwinds like Ctrl-C, so the processes are stopped and the home removed.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     root = Path(tempfile.mkdtemp(prefix="egress-api-bench-"))
-    home = make_home(root)
+    stack = contextlib.ExitStack()
+    store_url = None
+    if args.store == "postgresql":
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from pgserver import running_server  # the tests' throwaway server
+
+        pg = stack.enter_context(running_server())
+        store_url = pg.create_database("bench")
+    home = make_home(root, store_url)
     token = create_token(home)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log = root / "serve.log"
-    proc = start_server(home, port, log, worker=not args.no_worker)
+    log = root / "egress.log"
+    server = start_server(home, port, log, args.embedded)
+    procs = [server]
     try:
-        wait_ready(base, proc)
-        results, measured_from = asyncio.run(
-            load(base, token, args.rate, args.seconds, args.create_share, args.warmup,
-                 proc.pid))
-        ok = report(results, measured_from, args.rate, args.seconds)
+        wait_ready(base, server)
+        procs += start_workers(home, workers, log)
+        pids = {"api": [server.pid], "workers": [p.pid for p in procs[1:]]}
+        if store_url:
+            pids["postgres"] = [postmaster(pg.datadir)]
+        if not workers:
+            del pids["workers"]
+        results, measured_from = asyncio.run(run_load(
+            base, token, args.rate, args.seconds, args.create_share, args.warmup,
+            args.client, pids))
+        workers_text = ("embedded worker" if args.embedded else
+                        f"{workers} 'egress worker' processes" if workers else "no worker")
+        setup = (f"one API process ('egress serve{'' if args.embedded else ' --no-worker'}'), "
+                 f"{workers_text}, {args.store} store, {args.client} client; "
+                 f"{args.create_share:.0%} create")
+        ok = report(results, measured_from, args.rate, args.seconds, setup)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(procs)
+        stack.close()
         if args.keep:
-            print(f"home and server log kept in {root}")
+            print(f"home and logs kept in {root}")
         else:
             import shutil
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import anyio.to_thread
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from egress import manager
@@ -197,10 +198,17 @@ def list_exports(
     dependencies=[Depends(require_scope("exports:read"))],
     responses=NOT_FOUND,
 )
-def show_export(export_id: str, principal: PrincipalDep, store: StoreDep,
-                settings: SettingsDep) -> ExportPublic:
-    export = manager.get_export(store, principal.project, export_id)
-    return export_public(store, settings, export)
+async def show_export(export_id: str, principal: PrincipalDep, store: StoreDep,
+                      settings: SettingsDep) -> ExportPublic:
+    # async, the reads in one worker thread: FastAPI would run a plain def and then the
+    # validation of its answer in the thread pool, two hand-offs per status poll
+    return await anyio.to_thread.run_sync(_show_export, store, settings, principal.project,
+                                          export_id)
+
+
+def _show_export(store: JobStore, settings: Settings, project: str, export_id: str
+                 ) -> ExportPublic:
+    return export_public(store, settings, manager.get_export(store, project, export_id))
 
 
 @router.post(
