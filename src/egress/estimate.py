@@ -16,8 +16,9 @@ from egress.engine.plan import format_options
 from egress.engine.selection import check_selection, selected_schema
 from egress.exceptions import ConfigError
 from egress.formats import check_format, get_compression, make_format
-from egress.sources import open_source
+from egress.manager import open_export_source
 from egress.sources.base import Source, TableInfo
+from egress.sources.query import Query
 
 SAMPLE_ROWS = 1000
 
@@ -65,15 +66,23 @@ def estimate_export(
     format: str = "csv",
     compression: str = "none",
     select: dict[str, Any] | None = None,
+    query: Query | None = None,
 ) -> Estimate:
     check_format(format)
     get_compression(compression)
-    source = open_source(settings.source_url(source_name))
+    source = open_export_source(settings, settings.source_url(source_name), query)
     try:
-        names = source.tables() if all_tables else list(dict.fromkeys(tables or []))
-        if not names:
-            raise ConfigError("name at least one table, or ask for all tables")
-        out = []
+        if query is not None:
+            # describing checks the query; rows are the planner's guess (PostgreSQL) or
+            # unknown (SQLite); no sample: that would run the query
+            info = source.describe(query.name)
+            out = [TableEstimate(query.name, info.row_estimate, None)]
+            names = []
+        else:
+            names = source.tables() if all_tables else list(dict.fromkeys(tables or []))
+            if not names:
+                raise ConfigError("name at least one table, or ask for all tables")
+            out = []
         for name in names:
             info = source.describe(name)
             wanted = (select or {}).get(name) or {}

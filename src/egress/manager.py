@@ -27,7 +27,8 @@ from egress.sinks import sink_from_destination
 from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
 from egress.sources import open_source
-from egress.sources.base import TableInfo
+from egress.sources.base import Source, TableInfo
+from egress.sources.query import Query, check_query, open_query_source
 from egress.store.base import JobStore
 
 DEFAULT_PROJECT = "default"
@@ -40,6 +41,8 @@ EXPORT_OPTIONS = {
     "part_rows": "rows per part (overrides part_size)",
     "select": "per table: the columns to export and filters on rows "
               '({"TABLE": {"columns": [...], "filters": [{"column", "op", "value"}]}})',
+    "query": 'a read-only query instead of tables: {"sql": "SELECT …", "key": ["id"], '
+             '"name": "query"} (the key: unique, NOT NULL result columns)',
 }
 
 
@@ -81,7 +84,15 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
             value = options[key]
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"export option {key} must be a positive integer, got {value!r}")
-    return dict(options)
+    checked = dict(options)
+    if "query" in checked:
+        wanted = checked["query"] if isinstance(checked["query"], dict) else {}
+        if "select" in checked:
+            raise ConfigError("columns/filters apply to tables, not to a query: "
+                              "select columns and filter rows in the query itself")
+        checked["query"] = check_query(wanted.get("sql"), wanted.get("key"),
+                                       wanted.get("name")).to_json()
+    return checked
 
 
 def _check_select(select: Any, infos: list[TableInfo]) -> dict[str, Any]:
@@ -131,9 +142,14 @@ def create_export(
     settings.destination(request.destination)
     options = _check_options(request.options)
     url = settings.source_url(request.source)
-    source = open_source(url)
+    query = Query.from_json(options["query"]) if "query" in options else None
+    if query is not None and (request.tables or request.all_tables):
+        raise ConfigError("give either tables or a query, not both")
+    source = open_export_source(settings, url, query)
     try:
-        if request.all_tables:
+        if query is not None:
+            tables = [query.name]
+        elif request.all_tables:
             tables = source.tables()
         else:
             if not request.tables:
@@ -228,6 +244,20 @@ def export_root(settings: Settings, export: ExportRecord) -> Path:
     """Where a local destination keeps one export's files: ``PATH/PROJECT/EXPORT_ID``."""
     dest = settings.destination(export.destination)
     return Path(dest["path"]) / check_project(export.project) / export.id
+
+
+def open_export_source(settings: Settings, url: str, query: Query | None = None) -> Source:
+    """The source an export reads: the database at ``url``, or ``query`` on it."""
+    if query is None:
+        return open_source(url)
+    return open_query_source(url, query, settings.export.query_timeout_seconds)
+
+
+def export_source(settings: Settings, export: ExportRecord) -> Source:
+    """The source of a stored export (its query, if it is a query export)."""
+    query = export.options.get("query")
+    return open_export_source(settings, settings.source_url(export.source),
+                              Query.from_json(query) if query else None)
 
 
 def open_sink(settings: Settings, export: ExportRecord) -> Sink:

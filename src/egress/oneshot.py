@@ -38,13 +38,14 @@ from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
 from egress.sources import open_source, redact_url
 from egress.sources.base import Source, TableInfo
+from egress.sources.query import check_query, open_query_source
 
 log = logging.getLogger(__name__)
 
 STATE_DIR = ".egress"
 STATE_FILE = "state.json"
 #: Request fields that must match on --resume.
-_COMPARED = ("source", "tables", "format", "compression", "max_file_size", "options")
+_COMPARED = ("source", "tables", "format", "compression", "max_file_size", "options", "query")
 
 
 class Progress(Protocol):
@@ -112,6 +113,10 @@ def export(
     fsync: bool = True,
     state_dir: str | os.PathLike[str] | None = None,
     sink_options: dict[str, Any] | None = None,
+    query: str | None = None,
+    key: Sequence[str] | None = None,
+    name: str | None = None,
+    query_timeout: float = 300.0,
 ) -> ExportResult:
     """Export ``tables`` (or every table with ``all_tables``) of the database at the
     SQLAlchemy-style URL ``source`` into the directory or ``s3://bucket/prefix`` ``to``.
@@ -121,6 +126,11 @@ def export(
     Runs slice after slice in this process until done or until ``should_stop()`` is
     true (then the part in hand is committed and ``interrupted`` is set); call again
     with ``resume=True`` to continue.
+
+    Instead of tables, ``query`` exports the result of one read-only SELECT, paged and
+    resumed by ``key`` (result columns that are unique and NOT NULL) into a file named
+    after ``name`` (default ``query``); each page's statement stops after
+    ``query_timeout`` seconds.
     """
     check_format(format)
     get_compression(compression)
@@ -128,7 +138,12 @@ def export(
         raise ConfigError(f"max file size must be positive, got {max_file_size}")
     if part_rows is not None and part_rows <= 0:
         raise ConfigError(f"part rows must be positive, got {part_rows}")
-    if not tables and not all_tables:
+    checked = None
+    if query is not None:
+        if tables or all_tables:
+            raise ConfigError("give either tables or a query, not both")
+        checked = check_query(query, list(key) if key is not None else None, name)
+    elif not tables and not all_tables:
         raise ConfigError("name at least one table, or ask for all tables")
     stop = should_stop or (lambda: False)
     sink, state = _open(to, fsync, state_dir, sink_options)
@@ -150,9 +165,10 @@ def export(
     if resume and not state.exists():
         raise ConfigError(f"nothing to resume in {where}: no checkpoint found in {state.dir}")
 
-    src = open_source(source)
+    src = (open_query_source(source, checked, query_timeout) if checked is not None
+           else open_source(source))
     try:
-        names = list(src.tables()) if all_tables else list(dict.fromkeys(tables or ()))
+        names = list(src.tables()) if all_tables or checked else list(dict.fromkeys(tables or ()))
         infos = {name: src.describe(name) for name in names}
         request = {
             "source": redact_url(source),
@@ -161,6 +177,7 @@ def export(
             "compression": compression,
             "max_file_size": max_file_size,
             "options": options or {},
+            "query": checked.to_json() if checked is not None else None,
         }
         if resume:
             state.load()

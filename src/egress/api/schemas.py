@@ -8,7 +8,7 @@ catalog by the use cases; the models only fix shapes and bounds.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +21,7 @@ StateFilter = Literal["queued", "running", "completed", "failed", "cancelled"]
 #: removed after the retention period (listed under "completed").
 Status = Literal["queued", "running", "completed", "failed", "cancelled", "expired"]
 Scalar = str | int | float | bool
+KeyColumn = Annotated[str, Field(min_length=1, max_length=256)]
 
 
 class _Request(BaseModel):
@@ -53,6 +54,9 @@ class ExportCreate(_Request):
         {"source": "main", "format": "parquet", "tables": [
             {"name": "events", "columns": ["id", "kind"],
              "filters": [{"column": "kind", "op": "in", "value": ["buy", "view"]}]}]},
+        {"source": "main", "format": "jsonl", "name": "paid_orders", "key": ["id"],
+         "query": "SELECT o.id, o.total, c.email FROM orders o JOIN customers c "
+                  "ON c.id = o.customer_id WHERE o.status = 'paid'"},
     ]})
 
     source: str = Field(min_length=1, max_length=128,
@@ -63,9 +67,17 @@ class ExportCreate(_Request):
         description="Table names, or objects with a name, columns and filters.")
     all: bool = Field(default=False, description="Every table of the source.")
     query: str | None = Field(
-        default=None, max_length=100_000,
-        description="A read-only SQL query instead of tables (scope exports:query); "
-                    "not supported yet.")
+        default=None, min_length=1, max_length=100_000,
+        description="One read-only SQL query (SELECT, WITH … SELECT, VALUES) instead of "
+                    "tables; needs the scope exports:query and `key`. Runs read-only, "
+                    "with a statement timeout.")
+    key: list[KeyColumn] | None = Field(
+        default=None, min_length=1, max_length=16,
+        description="With `query`: the result columns that are unique and NOT NULL; the "
+                    "result is paged and resumed in this order (never OFFSET).")
+    name: str | None = Field(
+        default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="With `query`: the output's name (default `query`: query.csv, …).")
     format: Format = "csv"
     compression: Compression = "none"
     destination: str = Field(default="local", min_length=1, max_length=128,

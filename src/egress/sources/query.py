@@ -148,10 +148,14 @@ def _checked(
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        for name in key_columns:
-            if batch.column(name).null_count:
+        # key_columns may be hidden raw-value columns: messages name the query's key
+        for name, shown in zip(key_columns, query.key, strict=True):
+            column = batch.column(name)
+            # a union (SQLite's storage classes) counts no nulls of its own: ask each row
+            if column.null_count or (pa.types.is_union(column.type)
+                                     and pc.any(pc.is_null(column)).as_py()):
                 raise DataError(
-                    f"query export {query.name!r}: key column {name!r} is NULL in a row; "
+                    f"query export {query.name!r}: key column {shown!r} is NULL in a row; "
                     "the key must be NOT NULL (filter those rows out or choose another key)"
                 )
         first = tuple(batch.column(k)[0].as_py() for k in key_columns)
@@ -168,7 +172,7 @@ def _checked(
 def _not_unique(query: Query, key_columns: tuple[str, ...], value: tuple[Any, ...]) -> DataError:
     shown = value[0] if len(value) == 1 else value
     return DataError(
-        f"query export {query.name!r}: the key ({', '.join(key_columns)}) is not unique: "
+        f"query export {query.name!r}: the key ({', '.join(query.key)}) is not unique: "
         f"two rows have {shown!r}; the key must be result columns that are unique and "
         "NOT NULL (egress pages the result by it)"
     )

@@ -8,8 +8,8 @@ from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.jobs import ExportState, TaskState
 from egress.engine.manifest import TableResult, build_manifest, write_manifest
-from egress.manager import open_sink
-from egress.sources import open_source, redact_url
+from egress.manager import export_source, open_sink
+from egress.sources import redact_url
 from egress.store.base import JobStore
 
 
@@ -22,7 +22,7 @@ def finalize_export(store: JobStore, settings: Settings, export_id: str) -> bool
     if not tasks or any(t.state is not TaskState.DONE for t in tasks):
         return False
     url = settings.source_url(export.source)
-    source = open_source(url)
+    source = export_source(settings, export)
     try:
         results = [
             TableResult(

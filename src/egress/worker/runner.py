@@ -14,10 +14,9 @@ from egress.domain.predicate import Predicate
 from egress.engine.plan import plan_task
 from egress.engine.slice import Task, run_slice
 from egress.exceptions import EgressError, LeaseLostError
-from egress.manager import open_sink
+from egress.manager import export_source, open_sink
 from egress.metrics import SLICES
 from egress.oneshot import fit_part_budget
-from egress.sources import open_source
 from egress.store.base import JobStore
 from egress.worker.finalize import finalize_export
 from egress.worker.lease import LeaseKeeper
@@ -72,7 +71,7 @@ class TaskRunner:
         assert token is not None
         opts = export.options
         sink = open_sink(self.settings, export)
-        source = open_source(self.settings.source_url(export.source))
+        source = export_source(self.settings, export)
         try:
             info = source.describe(task.table)
             pending_spec: dict | None = None

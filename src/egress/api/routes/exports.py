@@ -16,7 +16,6 @@ from egress.api.errors import (
     BODY_ERRORS,
     COMMON_ERRORS,
     NOT_FOUND,
-    NotSupported,
     TooManyRequests,
     problem_doc,
 )
@@ -34,6 +33,8 @@ from egress.config import Settings
 from egress.domain.jobs import ExportState
 from egress.estimate import estimate_export
 from egress.exceptions import ConfigError
+from egress.sources.query import Query as SqlQuery
+from egress.sources.query import check_query
 from egress.store.base import JobStore
 
 router = APIRouter(tags=["exports"], responses=COMMON_ERRORS)
@@ -85,10 +86,26 @@ def _selection(body: ExportCreate) -> tuple[list[str], dict[str, Any]]:
     return names, select
 
 
+def _query_option(body: ExportCreate) -> dict[str, Any]:
+    """The checked query of a request that has one (scope checked by the caller)."""
+    if body.tables or body.all:
+        raise ConfigError("give either `query` or `tables`/`all`, not both; columns and "
+                          "filters belong to tables: with a query, pick columns and filter "
+                          "rows in the query itself")
+    return check_query(body.query, body.key, body.name).to_json()
+
+
 def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequest:
     check_source_name(settings, body.source)
-    names, select = _selection(body)
     options: dict[str, Any] = {}
+    if body.query is not None:
+        names, select = [], {}
+        options["query"] = _query_option(body)
+    elif body.key is not None or body.name is not None:
+        raise ConfigError("`key` and `name` go with `query`; a table export pages by the "
+                          "table's primary key and names files after the table")
+    else:
+        names, select = _selection(body)
     if body.max_file_size is not None:
         options["max_file_size"] = body.max_file_size
     if select:
@@ -135,15 +152,16 @@ def create_export(
 ) -> ExportCreated:
     if body.query is not None:
         check_scope(principal, "exports:query")
-        raise NotSupported("free-form queries are not supported yet; export tables with "
-                           "`tables` (with `columns` and `filters`) instead")
     req = export_request(body, settings)
     _check_active_limit(store, settings, principal.project)
     export, created = manager.create_export(store, settings, req, project=principal.project,
                                             idempotency_key=idempotency_key)
     if created:
+        # of a query, the audit log keeps its SHA-256 and length, never the text
+        query = req.options.get("query")
+        digest = SqlQuery.from_json(query).digest() if query else {}
         audit(request, principal, "export.create", export_id=export.id,
-              source=req.source, tables=list(export.tables), format=req.format)
+              source=req.source, tables=list(export.tables), format=req.format, **digest)
     else:
         response.status_code = 200
     return ExportCreated(id=export.id, status=str(export.state),  # type: ignore[arg-type]
@@ -158,12 +176,17 @@ def create_export(
 )
 def estimate(body: ExportCreate, principal: PrincipalDep, settings: SettingsDep
              ) -> EstimatePublic:
-    if body.query is not None:
-        raise NotSupported("free-form queries are not supported yet")
     check_source_name(settings, body.source)
-    names, select = _selection(body)
+    query = None
+    if body.query is not None:
+        check_scope(principal, "exports:query")
+        query = SqlQuery.from_json(_query_option(body))
+        names, select = [], {}
+    else:
+        names, select = _selection(body)
     result = estimate_export(settings, body.source, names, all_tables=body.all,
-                             format=body.format, compression=body.compression, select=select)
+                             format=body.format, compression=body.compression, select=select,
+                             query=query)
     return EstimatePublic(
         tables=[TableEstimate(table=t.table, rows=t.rows, bytes=t.bytes) for t in result.tables],
         rows=result.rows, bytes=result.bytes, seconds=result.seconds,
