@@ -61,6 +61,9 @@ def check_source_name(settings: Settings, name: str) -> str:
 
 def _selection(body: ExportCreate) -> tuple[list[str], dict[str, Any]]:
     """Table names and the per-table columns/filters of a request."""
+    if body.key is not None or body.name is not None:
+        raise ConfigError("`key` and `name` go with `query`; a table export pages by the "
+                          "table's primary key and names files after the table")
     if body.all and body.tables:
         raise ConfigError("give either `tables` or `all: true`, not both")
     if not body.all and not body.tables:
@@ -101,9 +104,6 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
     if body.query is not None:
         names, select = [], {}
         options["query"] = _query_option(body)
-    elif body.key is not None or body.name is not None:
-        raise ConfigError("`key` and `name` go with `query`; a table export pages by the "
-                          "table's primary key and names files after the table")
     else:
         names, select = _selection(body)
     if body.max_file_size is not None:
