@@ -47,6 +47,9 @@ class ExportArgs:
     delimiter: str | None = None
     quiet: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    query: str | None = None
+    key: tuple[str, ...] = ()
+    name: str | None = None
 
     def resume_argv(self, program: list[str]) -> list[str]:
         """The command that continues this export: the same options plus ``--resume``."""
@@ -55,6 +58,12 @@ class ExportArgs:
             argv.append("--all")
         for table in self.tables:
             argv += ["--table", table]
+        if self.query is not None:
+            argv += ["--query", self.query]
+            for k in self.key:
+                argv += ["--key", k]
+            if self.name is not None:
+                argv += ["--name", self.name]
         argv += ["--format", self.format, "--out", self.out]
         if self.compression != "none":
             argv += ["--compression", self.compression]
@@ -114,8 +123,13 @@ def run_export(
     get_compression(args.compression)
     if args.tables and args.all_tables:
         raise ConfigError("use --table NAME (repeatable) or --all, not both")
-    if not args.tables and not args.all_tables:
-        raise ConfigError("name the tables to export with --table NAME (repeatable), or use --all")
+    if args.query is not None and (args.tables or args.all_tables):
+        raise ConfigError("use --query or --table/--all, not both")
+    if args.query is None and (args.key or args.name is not None):
+        raise ConfigError("--key and --name go with --query")
+    if args.query is None and not args.tables and not args.all_tables:
+        raise ConfigError("name the tables to export with --table NAME (repeatable), use --all, "
+                          "or export a read-only query with --query SQL --key COLUMN")
     if "://" not in args.source:
         raise ConfigError(
             f"--source must be a URL such as sqlite:///{args.source} or "
@@ -181,6 +195,9 @@ def _export(
         options=options,
         progress=progress,
         should_stop=stop,
+        query=args.query,
+        key=[k.strip() for item in args.key for k in item.split(",") if k.strip()] or None,
+        name=args.name,
     )
 
 
@@ -215,6 +232,13 @@ def _size(n: int) -> str:
 @click.option("--table", "tables", multiple=True, metavar="NAME",
               help="A table to export; repeat for several.")
 @click.option("--all", "all_tables", is_flag=True, help="Export every table of the source.")
+@click.option("--query", default=None, metavar="SQL",
+              help="Export the result of one read-only SELECT instead of tables (needs --key).")
+@click.option("--key", "key", multiple=True, metavar="COLUMN",
+              help="With --query: a result column of the unique, NOT NULL key the result is "
+                   "paged and resumed by; repeat (or comma-separate) for several.")
+@click.option("--name", default=None, metavar="NAME",
+              help="With --query: the output's name (default: query).")
 @click.option("--format", "fmt", required=True, metavar="FORMAT",
               help=f"Output format: {', '.join(sorted(FORMATS))}.")
 @click.option("--out", required=True, metavar="DIR", help="Output directory.")
@@ -238,6 +262,9 @@ def export_command(
     source: str,
     tables: tuple[str, ...],
     all_tables: bool,
+    query: str | None,
+    key: tuple[str, ...],
+    name: str | None,
     fmt: str,
     out: str,
     compression: str,
@@ -249,7 +276,8 @@ def export_command(
     resume: bool,
     quiet: bool,
 ) -> None:
-    """Export tables to files, resumable after Ctrl-C, a crash or kill -9.
+    """Export tables (or one read-only --query) to files, resumable after Ctrl-C, a crash
+    or kill -9.
 
     The output directory receives the files, then manifest.json and last _SUCCESS.
     """
@@ -257,5 +285,6 @@ def export_command(
         source=source, out=out, format=fmt, tables=tables, all_tables=all_tables,
         compression=compression, max_file_size=max_file_size, part_size=part_size,
         part_rows=part_rows, slice_seconds=slice_seconds, delimiter=delimiter, quiet=quiet,
+        query=query, key=key, name=name,
     )
     ctx.exit(run_export(args, program_argv(ctx), resume=resume))
