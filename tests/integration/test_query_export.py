@@ -252,3 +252,21 @@ def test_postgres_statement_timeout(pg_url: str, tmp_path: Path):
     with pytest.raises(DataError, match=r"longer than 1 s \(export.query_timeout_seconds\)"):
         egress.export(pg_url, to=tmp_path, query="SELECT id, pg_sleep(5) AS z FROM events",
                       key=["id"], format="csv", query_timeout=1, fsync=False)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_an_interrupted_query_export_to_s3_resumes_to_the_local_bytes(
+    source_url: str, tmp_path: Path, s3: Any, fmt: str
+):
+    from s3server import TEST_MIN_PART
+
+    kwargs: dict[str, Any] = dict(query="SELECT id, kind, amount FROM events", key=["id"],
+                                  format=fmt, compression="gzip", part_rows=60,
+                                  slice_seconds=0.0001)
+    egress.export(source_url, to=tmp_path / "local", fsync=False, **kwargs)
+    runs = _run_interrupted(source_url, s3.url("q"), 3, sink_options={
+        "min_part_bytes": TEST_MIN_PART, "backoff": 0.01}, **kwargs)
+    assert runs > 2
+    objects = {k: v for k, v in s3.objects("q/").items()
+               if k not in ("manifest.json", "_SUCCESS")}
+    assert objects == _files(tmp_path / "local") and s3.uploads("q/") == []
