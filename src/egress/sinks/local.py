@@ -135,13 +135,6 @@ class LocalSink:
         # one thread, so updates run in the order of the parts
         digest.pending = self._hashing.submit(digest.hasher.update, data)
 
-    def close(self) -> None:
-        """Stop the hashing thread (a finished file's digest is already taken)."""
-        if self._hashing is not None:
-            self._hashing.shutdown(wait=True)
-            self._hashing = None
-        self._digests.clear()
-
     def verify_parts(self, name: str, state: dict[str, Any], parts: Sequence[PartRecord]) -> int:
         """Parts that fit in the staged file (sizes only: re-reading it every slice would
         cost as much as writing it); all of them if the file is already final."""

@@ -29,7 +29,13 @@ from egress.exceptions import ConfigError, DataError, SourceError, SourceUnavail
 from egress.sources.base import Column, TableInfo
 from egress.sources.pg_types import map_type
 from egress.sources.postgres import PostgresSource, _Plan
-from egress.sources.query import Query, check_result_columns, checked_page, timeout_error
+from egress.sources.query import (
+    Query,
+    QueryCatalog,
+    check_result_columns,
+    checked_page,
+    timeout_error,
+)
 
 _TYPES_SQL = """
 SELECT t.oid, t.typname, t.typtype, t.typbasetype, t.typtypmod, e.typname
@@ -42,7 +48,7 @@ ORDER BY i
 """
 
 
-class PostgresQuerySource(PostgresSource):
+class PostgresQuerySource(QueryCatalog, PostgresSource):
     def __init__(self, url: str, query: Query, timeout: float) -> None:
         self.query, self.timeout = query, timeout
         self._timeout_ms = max(1, round(timeout * 1000))
@@ -61,16 +67,6 @@ class PostgresQuerySource(PostgresSource):
                 self._drop_adbc()
                 raise self._unavailable(exc) from None
         return conn
-
-    def tables(self) -> list[str]:
-        return [self.query.name]
-
-    def describe(self, table: str) -> TableInfo:
-        if table != self.query.name:
-            raise ConfigError(f"this query export reads {self.query.name!r}, not {table!r}")
-        if self._info is None:
-            self._info = self._describe()
-        return self._info
 
     def _describe(self) -> TableInfo:
         q = self.query

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from egress.exceptions import ConfigError, DataError
+from egress.sources.base import TableInfo
 
 #: The default output name of a query export.
 DEFAULT_NAME = "query"
@@ -55,6 +56,27 @@ class Query:
         """What the audit log keeps of the query: its SHA-256 and length, not the text."""
         return {"query_sha256": hashlib.sha256(self.sql.encode()).hexdigest(),
                 "query_length": len(self.sql)}
+
+
+class QueryCatalog:
+    """The catalog of a query source: one "table", the query's result, described once.
+    Subclasses set ``query`` and ``_info = None`` and implement ``_describe``."""
+
+    query: Query
+    _info: TableInfo | None
+
+    def tables(self) -> list[str]:
+        return [self.query.name]
+
+    def describe(self, table: str) -> TableInfo:
+        if table != self.query.name:
+            raise ConfigError(f"this query export reads {self.query.name!r}, not {table!r}")
+        if self._info is None:
+            self._info = self._describe()
+        return self._info
+
+    def _describe(self) -> TableInfo:
+        raise NotImplementedError
 
 
 def check_query(sql: Any, key: Any, name: Any = None) -> Query:

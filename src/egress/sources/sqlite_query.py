@@ -28,7 +28,13 @@ from egress.domain.keys import Key
 from egress.domain.predicate import Predicate
 from egress.exceptions import ConfigError, DataError, SourceError, SourceUnavailableError
 from egress.sources.base import Column, TableInfo
-from egress.sources.query import Query, check_result_columns, checked_page, timeout_error
+from egress.sources.query import (
+    Query,
+    QueryCatalog,
+    check_result_columns,
+    checked_page,
+    timeout_error,
+)
 from egress.sources.sqlite import (
     _DYNAMIC_MAPPING,
     DYNAMIC,
@@ -49,7 +55,7 @@ _VIEW = "egress_query"
 _DUMMY_TYPES = {"0": pa.int64(), "0.0": pa.float64(), "''": pa.string(), "x''": pa.binary()}
 
 
-class SqliteQuerySource:
+class SqliteQuerySource(QueryCatalog):
     dialect = "sqlite"
 
     def __init__(self, url: str, query: Query, timeout: float) -> None:
@@ -76,16 +82,6 @@ class SqliteQuerySource:
 
     def _past_deadline(self) -> int:
         return 1 if time.monotonic() > self._deadline else 0
-
-    def tables(self) -> list[str]:
-        return [self.query.name]
-
-    def describe(self, table: str) -> TableInfo:
-        if table != self.query.name:
-            raise ConfigError(f"this query export reads {self.query.name!r}, not {table!r}")
-        if self._info is None:
-            self._info = self._describe()
-        return self._info
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         """Execute under the timeout; the caller fetches within it too."""
