@@ -11,6 +11,7 @@ import psycopg
 import pyarrow as pa
 import pytest
 
+from egress.domain.predicate import Predicate
 from egress.exceptions import (
     DataError,
     NoUsableKeyError,
@@ -163,6 +164,48 @@ def test_key_values_compare_as_their_column_type(pg_url: str, source: PostgresSo
     info = source.describe("amounts")
     got = [decimal.Decimal(r["n"]) for r in read_all(source, info, 2)]
     assert got == sorted(decimal.Decimal(v) for v in values)
+
+
+def test_cursor_written_into_the_query_pages_awkward_text_and_bytea_keys(
+    pg_url: str, source: PostgresSource
+) -> None:
+    # An unfiltered read writes the cursor into the query as a quoted literal (the driver
+    # then streams a COPY); quotes, backslashes, SQL and unicode must survive the quoting.
+    keys = ["a'b", "a''", "back\\slash", "x'); DROP TABLE texts; --", "ünï 🦆", "$1", "E'\\n'"]
+    run(pg_url, "CREATE TABLE texts (k text COLLATE \"C\" PRIMARY KEY, v int)",
+        "CREATE TABLE blobs (k bytea PRIMARY KEY)")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for i, k in enumerate(keys):
+            conn.execute("INSERT INTO texts VALUES (%s, %s)", (k, i))
+            conn.execute("INSERT INTO blobs VALUES (%s)", (k.encode() + b"\x00\\'",))
+    info = source.describe("texts")
+    for page in (1, 2, 3):
+        assert [r["k"] for r in read_all(source, info, page)] == sorted(
+            keys, key=lambda k: k.encode())
+    blobs = source.describe("blobs")
+    expected = [r[0] for r in fetch(pg_url, "SELECT k FROM blobs ORDER BY k")]
+    assert [r["k"] for r in read_all(source, blobs, 1)] == expected
+    assert fetch(pg_url, "SELECT count(*) FROM texts") == [(len(keys),)]
+
+
+def test_filtered_reads_bind_their_values_and_page_like_unfiltered_ones(
+    pg_url: str, source: PostgresSource
+) -> None:
+    run(pg_url, "CREATE TABLE nums (id int PRIMARY KEY, label text)",
+        "INSERT INTO nums SELECT g, 'n' || g FROM generate_series(1, 50) g")
+    info = source.describe("nums")
+    every = Predicate.from_json(
+        [{"column": "label", "op": "!=", "value": "x'; DROP TABLE nums; --"}])
+    rows: list[dict[str, object]] = []
+    after = None
+    while True:
+        page = [r for b in source.read(info, after, 7, predicate=every) for r in b.to_pylist()]
+        rows += page
+        if len(page) < 7:
+            break
+        after = (page[-1]["id"],)
+    assert rows == read_all(source, info, 7)
+    assert len(rows) == 50
 
 
 def test_unique_index_over_not_null_columns_is_the_key(pg_url: str, source: PostgresSource) -> None:

@@ -49,6 +49,10 @@ ORDER BY i
 
 
 class PostgresQuerySource(QueryCatalog, PostgresSource):
+    #: The caller's SQL goes only through the extended protocol, which refuses a second
+    #: statement: the cursor stays a bound parameter.
+    inline_cursor = False
+
     def __init__(self, url: str, query: Query, timeout: float) -> None:
         self.query, self.timeout = query, timeout
         self._timeout_ms = max(1, round(timeout * 1000))

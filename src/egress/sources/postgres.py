@@ -14,7 +14,7 @@ import contextlib
 import datetime as dt
 import decimal
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -138,6 +138,8 @@ class _Relation:
 
 class PostgresSource:
     dialect = "postgresql"
+    #: Write the cursor into a table's keyset query (no parameters: a COPY stream).
+    inline_cursor = True
 
     def __init__(self, url: str) -> None:
         self._url = libpq_url(url)
@@ -310,12 +312,19 @@ class PostgresSource:
 
     # --- rows -------------------------------------------------------------------------
 
+    def _literal(self, text: str) -> str:
+        """``text`` as a quoted SQL string literal, escaped as the server expects."""
+        return sql.Literal(text).as_string(self._catalog_conn())
+
     def _query(
-        self, table: TableInfo, plan: _Plan, after: Key | None,
+        self, table: TableInfo, plan: _Plan, after: Key | None, limit: int,
         predicate: Predicate | None = None, params: list[object] | None = None,
+        literal: Callable[[str], str] | None = None,
     ) -> str:
         """The keyset query. Its parameters: the cursor's values, then the filter values
-        (appended to ``params``), then the LIMIT."""
+        (appended to ``params``), then the LIMIT. With ``literal`` (which quotes a text
+        as an SQL string literal), the cursor's values and the LIMIT are written into the
+        query instead and only the filter values are parameters."""
         def col(name: str) -> str:
             # qualified, so that ORDER BY never resolves to a selected ``col::text``
             return "t." + quote_ident(name)
@@ -330,14 +339,18 @@ class PostgresSource:
         ]
         keys = [col(k) for k in table.key_columns]
         conditions = []
-        if after is not None:
+        if after is not None and literal is not None:
+            casts = [f"CAST({literal(key_text(v))} AS {t})"
+                     for v, t in zip(after, plan.key_types, strict=True)]
+        elif after is not None:
             casts = [f"CAST(${i}::text AS {t})" for i, t in enumerate(plan.key_types, 1)]
+        if after is not None:
             if len(keys) == 1:
                 conditions.append(f"{keys[0]} > {casts[0]}")
             else:
                 conditions.append(f"({', '.join(keys)}) > ({', '.join(casts)})")
         bound = params if params is not None else []
-        first = len(after or ()) + 1
+        first = 1 if literal is not None else len(after or ()) + 1
         types = {c.name: _FILTER_TYPMOD.sub("", c.source_type) for c in table.columns}
 
         def bind(column: str, value: object) -> str:
@@ -347,9 +360,10 @@ class PostgresSource:
 
         conditions += render_conditions(predicate, col, bind)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        limit_sql = str(int(limit)) if literal is not None else f"${first + len(bound)}"
         return (
             f"SELECT {', '.join(selects)} FROM {plan.qualified} AS t{where} "
-            f"ORDER BY {', '.join(keys)} LIMIT ${first + len(bound)}"
+            f"ORDER BY {', '.join(keys)} LIMIT {limit_sql}"
         )
 
     def read(
@@ -361,8 +375,16 @@ class PostgresSource:
             self.describe(table.name)
             plan = self._plans[table.name]
         filter_values: list[object] = []
-        query = self._query(table, plan, after, predicate, filter_values)
-        params = (*(key_text(v) for v in (after or ())), *filter_values, int(limit))
+        # Without parameters the driver reads the result as a binary COPY stream, about
+        # three times faster than a prepared statement's result (PQexecParams). Only the
+        # cursor is then written into the query, as literals quoted by psycopg: it comes
+        # from the table itself; user values (filters) stay bound parameters.
+        literal = self._literal if predicate is None and self.inline_cursor else None
+        query = self._query(table, plan, after, limit, predicate, filter_values, literal)
+        params: tuple[object, ...] | None = (
+            None if literal is not None
+            else (*(key_text(v) for v in (after or ())), *filter_values, int(limit))
+        )
         checks = [c for c, m in zip(table.columns, plan.mappings, strict=True) if m.list_check]
         schema = table.schema
         if self._reader is not None:
