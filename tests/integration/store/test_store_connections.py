@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -113,5 +114,57 @@ def test_serialization_failure_runs_the_transaction_again(pg_url: str):
         assert store._tx(bump) == 2  # 40001 on the first run, success on the second
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT n FROM counter").scalar() == 11
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_a_pooled_connection_the_server_ended_is_replaced_at_checkout(pg_url: str,
+                                                                      export_request):
+    # No round trip per checkout (no pool_pre_ping): the pool sees the server's goodbye
+    # on the idle socket and connects anew, so even a write succeeds at the first try.
+    store = SqlJobStore(pg_url, pool_size=1, max_overflow=0)
+    try:
+        store.migrate()
+        record, _ = store.export_create(*export_request())
+        pid = store._tx(lambda c: c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+        admin = sa.create_engine(pg_url, poolclass=sa.NullPool)
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+            deadline = time.monotonic() + 10
+            while conn.exec_driver_sql(  # the backend has gone: its socket is closed
+                    f"SELECT count(*) FROM pg_stat_activity WHERE pid = {int(pid)}"
+            ).scalar_one() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        admin.dispose()
+        [task] = store.task_claim("w", lease_seconds=5, project_cap=1)
+        assert task.export_id == record.id
+        new_pid = store._tx(lambda c: c.exec_driver_sql("SELECT pg_backend_pid()")
+                            .scalar_one())
+        assert new_pid != pid
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_reads_run_in_autocommit_and_writes_stay_atomic(pg_url: str):
+    store = SqlJobStore(pg_url, pool_size=1, max_overflow=0)
+    try:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE things (n integer)")
+        # a read: no BEGIN/COMMIT round trips
+        assert store._tx(lambda c: c.connection.dbapi_connection.autocommit,  # type: ignore[union-attr]
+                         read_only=True) is True
+
+        # the same pooled connection, now for a write: one transaction again
+        def half_done(conn: sa.Connection) -> None:
+            assert conn.connection.dbapi_connection.autocommit is False  # type: ignore[union-attr]
+            conn.exec_driver_sql("INSERT INTO things VALUES (1)")
+            raise RuntimeError("fails half way")
+
+        with pytest.raises(RuntimeError):
+            store._tx(half_done)
+        assert store._tx(lambda c: c.exec_driver_sql("SELECT count(*) FROM things")
+                         .scalar_one(), read_only=True) == 0
     finally:
         store.close()
