@@ -46,6 +46,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -68,9 +69,12 @@ class Results:
     finished_at: float = 0.0
     #: CPU seconds used while measured, by role (api, workers, client)
     cpu: dict[str, float] = field(default_factory=dict)
+    #: (due, op, latency seconds, problem) of every measured request, for ``--trace``
+    trace: list[tuple[float, str, float, str]] = field(default_factory=list)
 
-    def record(self, op: str, seconds: float, problem: str | None) -> None:
+    def record(self, op: str, seconds: float, problem: str | None, due: float = 0.0) -> None:
         self.latency.setdefault(op, []).append(seconds)
+        self.trace.append((due, op, seconds, problem or ""))
         if problem is not None:
             counts = self.errors.setdefault(op, {})
             counts[problem] = counts.get(problem, 0) + 1
@@ -305,7 +309,7 @@ async def run_load(base: str, token: str, rate: float, seconds: float, create_sh
             except failures as exc:
                 problem = type(exc).__name__
             if record:
-                results.record(op, time.perf_counter() - due, problem)
+                results.record(op, time.perf_counter() - due, problem, due)
                 results.finished_at = max(results.finished_at, time.perf_counter())
 
         tasks: list[asyncio.Task[None]] = []
@@ -333,11 +337,115 @@ async def run_load(base: str, token: str, rate: float, seconds: float, create_sh
     return results, measured_from
 
 
+class WaitSampler:
+    """``--trace``: samples PostgreSQL's ``pg_stat_activity`` every few ms on its own
+    thread (the sessions that are not idle, their wait events and how long their
+    statement has run), to be lined up with the requests' latencies."""
+
+    def __init__(self, url: str, every: float = 0.01) -> None:
+        import threading
+
+        self.url, self.every = url, every
+        self.rows: list[tuple[Any, ...]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> WaitSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        import psycopg
+
+        query = ("SELECT pid, backend_type, state, wait_event_type, wait_event, "
+                 "extract(epoch from clock_timestamp() - query_start) * 1000, "
+                 "left(regexp_replace(query, '\\s+', ' ', 'g'), 100) "
+                 "FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                 "AND coalesce(state, '') NOT IN ('idle')")
+        with psycopg.connect(self.url.replace("postgresql+psycopg", "postgresql"),
+                             autocommit=True) as conn:
+            while not self._stop.wait(self.every):
+                at = time.perf_counter()
+                for row in conn.execute(query).fetchall():
+                    self.rows.append((at, *row))
+
+
+class CpuSampler:
+    """``--trace``: CPU seconds used so far by each role and by the whole machine,
+    every 10 ms on its own thread: tells a stall in which the API was busy from one in
+    which it was starved (other processes running) or idle (waiting)."""
+
+    def __init__(self, pids: dict[str, list[int]], every: float = 0.01) -> None:
+        import threading
+
+        self.pids, self.every = pids, every
+        self.rows: list[tuple[float, ...]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        roles = list(self.pids)
+        while not self._stop.wait(self.every):
+            at = time.perf_counter()
+            used = [sum(cpu_seconds(p) for pid in self.pids[r] for p in tree(pid))
+                    for r in roles]
+            self.rows.append((at, machine_busy(), *used))
+
+
+def write_trace(folder: Path, results: Results, start: float,
+                sampler: WaitSampler | None, cpu: CpuSampler | None = None) -> None:
+    import csv
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "requests.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        # due_s: from the start of the measured part (perf_counter there: the first row)
+        out.writerow(["due_s", "op", "latency_ms", "problem"])
+        out.writerow([f"{start:.4f}", "start", "", ""])
+        for due, op, seconds, problem in sorted(results.trace):
+            out.writerow([f"{due - start:.4f}", op, f"{seconds * 1e3:.2f}", problem])
+    if cpu is not None:
+        with open(folder / "cpu.csv", "w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(["at_s", "machine", *cpu.pids])
+            for at, *used in cpu.rows:
+                out.writerow([f"{at - start:.4f}", *(f"{u:.2f}" for u in used)])
+    if sampler is not None:
+        with open(folder / "waits.csv", "w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(["at_s", "pid", "backend", "state", "wait_type", "wait_event",
+                          "running_ms", "query"])
+            for at, *row in sampler.rows:
+                out.writerow([f"{at - start:.4f}", *row])
+
+
 def cpu_by_role(pids: dict[str, list[int]]) -> dict[str, float]:
     out = {role: sum(cpu_seconds(p) for pid in procs for p in tree(pid))
            for role, procs in pids.items()}
     out["client"] = client_cpu()
+    # the rest of the machine (other processes sharing the cores): busy time of every CPU
+    # in /proc/stat minus the roles above, computed as a difference by the caller
+    out["other"] = machine_busy() - sum(out.values())
     return out
+
+
+def machine_busy() -> float:
+    """CPU seconds all cores spent busy since boot (not idle, not waiting for I/O)."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    # user nice system idle iowait irq softirq steal …: busy = all − idle − iowait
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 # --- report ----------------------------------------------------------------------------
@@ -396,6 +504,16 @@ def main() -> int:
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
                         help="load generator: a minimal asyncio HTTP/1.1 client, or httpx")
     parser.add_argument("--keep", action="store_true", help="keep the home and the logs")
+    parser.add_argument("--trace", type=Path, metavar="DIR",
+                        help="write every measured request (due time, op, latency) to "
+                             "DIR/requests.csv, with --store postgresql also samples of "
+                             "pg_stat_activity every 10 ms (DIR/waits.csv) and the server's "
+                             "log (DIR/postgresql.log); CPU used by role and by the machine "
+                             "every 10 ms (DIR/cpu.csv)")
+    parser.add_argument("--pg-setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="a PostgreSQL server setting (repeatable), e.g. "
+                             "log_min_duration_statement=20 or "
+                             "shared_preload_libraries=pg_stat_statements")
     args = parser.parse_args()
     workers = 0 if args.embedded else args.workers
     # SIGTERM unwinds like Ctrl-C, so the processes are stopped and the home removed.
@@ -408,7 +526,8 @@ def main() -> int:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
         from pgserver import running_server  # the tests' throwaway server
 
-        pg = stack.enter_context(running_server())
+        pg = stack.enter_context(running_server(
+            dict(item.split("=", 1) for item in args.pg_setting)))
         store_url = pg.create_database("bench")
     home = make_home(root, store_url)
     token = create_token(home)
@@ -425,9 +544,14 @@ def main() -> int:
             pids["postgres"] = [postmaster(pg.datadir)]
         if not workers:
             del pids["workers"]
-        results, measured_from = asyncio.run(run_load(
-            base, token, args.rate, args.seconds, args.create_share, args.warmup,
-            args.client, pids))
+        sampler = WaitSampler(store_url) if store_url and args.trace else None
+        cpu = CpuSampler(pids) if args.trace else None
+        with sampler or contextlib.nullcontext(), cpu or contextlib.nullcontext():
+            results, measured_from = asyncio.run(run_load(
+                base, token, args.rate, args.seconds, args.create_share, args.warmup,
+                args.client, pids))
+        if args.trace:
+            write_trace(args.trace, results, measured_from, sampler, cpu)
         workers_text = ("embedded worker" if args.embedded else
                         f"{workers} 'egress worker' processes" if workers else "no worker")
         setup = (f"one API process ('egress serve{'' if args.embedded else ' --no-worker'}'), "
@@ -436,6 +560,11 @@ def main() -> int:
         ok = report(results, measured_from, args.rate, args.seconds, setup)
     finally:
         stop(procs)
+        if args.trace and store_url:
+            import shutil
+
+            args.trace.mkdir(parents=True, exist_ok=True)
+            shutil.copy(pg.datadir / "log", args.trace / "postgresql.log")
         stack.close()
         if args.keep:
             print(f"home and logs kept in {root}")

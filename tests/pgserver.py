@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -42,6 +43,8 @@ class PgServer:
     datadir: Path
     port: int
     bindir: Path
+    #: extra ``-c name=value`` server settings (benchmarks: logging, pg_stat_statements)
+    settings: tuple[tuple[str, str], ...] = ()
 
     @property
     def url(self) -> str:
@@ -61,6 +64,7 @@ class PgServer:
             f"-p {self.port} -k {self.datadir} -c listen_addresses=127.0.0.1 -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
+        opts += "".join(f" -c {name}={shlex.quote(value)}" for name, value in self.settings)
         self._run("pg_ctl", "-D", str(self.datadir / "data"), "-w", "-l",
                   str(self.datadir / "log"), "-o", opts, "start")
 
@@ -81,13 +85,13 @@ class PgServer:
         return self.url_for(name)
 
 
-def start_server() -> PgServer:
+def start_server(settings: dict[str, str] | None = None) -> PgServer:
     bindir = pg_bin_dir()
     tmp = Path(tempfile.mkdtemp(prefix="egress-pg-"))
     os.chmod(tmp, 0o755)
     if os.geteuid() == 0:
         shutil.chown(tmp, "postgres", "postgres")
-    server = PgServer(tmp, free_port(), bindir)
+    server = PgServer(tmp, free_port(), bindir, tuple((settings or {}).items()))
     server._run("initdb", "-D", str(tmp / "data"), "-U", "postgres", "-A", "trust",
                 "--no-sync", "-E", "UTF8", "--locale=C")
     server.start()
@@ -95,8 +99,8 @@ def start_server() -> PgServer:
 
 
 @contextlib.contextmanager
-def running_server() -> Iterator[PgServer]:
-    server = start_server()
+def running_server(settings: dict[str, str] | None = None) -> Iterator[PgServer]:
+    server = start_server(settings)
     try:
         yield server
     finally:
