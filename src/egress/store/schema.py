@@ -149,7 +149,9 @@ tasks = sa.Table(
     ),
     # The claim scans queued tasks in this order.
     sa.Index("ix_tasks_claim", "state", "run_after", "created_at", "seq"),
-    sa.Index(None, "state", "project"),
+    # A project's oldest ready tasks in claim order, read by the claim per project (0005;
+    # it also serves the running count by project that the (state, project) index did).
+    sa.Index("ix_tasks_ready", "state", "project", "run_after", "created_at", "seq", "id"),
     sa.Index(None, "state", "lease_expires_at"),
 )
 

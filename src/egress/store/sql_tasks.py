@@ -36,12 +36,22 @@ class TaskOps(SqlCore):
     ) -> list[TaskRecord]:
         if limit < 1 or project_cap < 1:
             return []
-        stmt = claim_statement(self._now, self._token, worker=worker,
-                               lease_seconds=lease_seconds, project_cap=project_cap,
-                               limit=limit)
+        # built once per worker and settings: building and compiling it again on every
+        # claim cost more client CPU than the server spends running it
+        key = (worker, float(lease_seconds), project_cap, limit)
+        claims = self._claim_statements
+        stmt = claims.get(key)
+        if stmt is None:
+            if len(claims) >= 64:  # a store shared by many short-lived worker names
+                claims.clear()
+            stmt = claims[key] = claim_statement(
+                self._now, self._token, worker=worker, lease_seconds=lease_seconds,
+                project_cap=project_cap, limit=limit, dialect=self.dialect)
 
         def run(conn: Connection) -> list[TaskRecord]:
-            claimed = [records.task_record(r) for r in conn.execute(stmt).all()]
+            # RETURNING order is the plan's: put them in claim order (and the log too)
+            claimed = sorted((records.task_record(r) for r in conn.execute(stmt).all()),
+                             key=lambda t: (t.run_after, t.created_at, t.seq))
             if not claimed:
                 return []
             # The export starts with its first claimed task; sorted ids keep the lock
@@ -60,7 +70,7 @@ class TaskOps(SqlCore):
                  "lease_token": t.lease_token, "worker": worker, "at": t.updated_at}
                 for t in claimed
             ])
-            return sorted(claimed, key=lambda t: (t.run_after, t.created_at, t.seq))
+            return claimed
 
         return self._tx(run)
 

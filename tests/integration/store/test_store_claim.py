@@ -119,3 +119,37 @@ def test_nothing_to_claim(store: SqlJobStore, make_export):
     assert store.task_claim("w", lease_seconds=30, project_cap=10, limit=0) == []
     assert store.task_claim("w", lease_seconds=30, project_cap=0) == []
     assert store.export_count_active() == 1
+
+
+def test_a_large_backlog_keeps_claims_cheap_and_fair(store: SqlJobStore, make_export):
+    # A claim ranks only each project's oldest few ready tasks. Before, it ranked the
+    # whole backlog, and PostgreSQL (statistics of tables that just grew from empty)
+    # did so once per queued task: seconds per claim with a thousand queued.
+    big = [make_export("big", (f"t{i}",))[0].id for i in range(1500)]
+    small, _ = make_export("small", ("s1", "s2"))
+    # the oldest big task is claimed first (no project runs anything yet)
+    start = time.monotonic()
+    [first] = store.task_claim("w", lease_seconds=30, project_cap=2, limit=1)
+    claims = [time.monotonic() - start]
+    assert (first.export_id, first.table) == (big[0], "t0")
+    # then fairness: the project with fewer running tasks, each project's oldest first
+    got = []
+    for _ in range(3):
+        start = time.monotonic()
+        got += [(t.export_id, t.table) for t in
+                store.task_claim("w", lease_seconds=30, project_cap=2, limit=1)]
+        claims.append(time.monotonic() - start)
+    # small (0 running) → s1; then big and small have one each: big's is older → t1;
+    # then both are at the cap of 2 except small → s2
+    assert got == [(small.id, "s1"), (big[1], "t1"), (small.id, "s2")]
+    assert store.task_claim("w", lease_seconds=30, project_cap=2, limit=5) == []
+    assert max(claims) < 0.5, claims
+
+
+def test_a_claim_of_many_takes_more_than_the_locked_margin_per_project(
+        store: SqlJobStore, make_export):
+    # A project's tasks are read up to limit + a margin: a claim of many gets them all.
+    record, _ = make_export("p", [f"t{i}" for i in range(12)])
+    claimed = store.task_claim("w", lease_seconds=30, project_cap=20, limit=10)
+    assert [t.table for t in claimed] == [f"t{i}" for i in range(10)]
+    assert {t.export_id for t in claimed} == {record.id}
