@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import itertools
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -190,7 +191,10 @@ def test_should_stop_ends_the_slice_at_a_part_boundary(tmp_path: Path) -> None:
     want = baseline(tmp_path, url, spec)
     store = Store()
     out = tmp_path / "stopped"
-    with task_for(url, out, spec, store.save, should_stop=lambda: store.commits >= 3) as task:
+    asked = itertools.count(1)
+    # asked before each part: the fourth time, three parts are in hand (encoded, or being
+    # stored by the committer thread), and all three are committed before the slice ends
+    with task_for(url, out, spec, store.save, should_stop=lambda: next(asked) > 3) as task:
         cp = run_slice(task, store.load(), task.clock() + 60)
     assert store.commits == 3 and not cp.done
     assert cp == store.load()
@@ -203,34 +207,32 @@ def test_should_stop_ends_the_slice_at_a_part_boundary(tmp_path: Path) -> None:
 
 
 class ManualClock:
-    """A clock the test moves: ``tick`` is added after every reading."""
+    """A clock the test moves: it reads ``now``, and ``tick`` is added after every reading."""
 
-    def __init__(self) -> None:
-        self.now, self.tick = 0.0, 0.0
+    def __init__(self, now: float, tick: float) -> None:
+        self.now, self.tick = now, tick
+        self.readings = 0
 
     def __call__(self) -> float:
         now = self.now
         self.now += self.tick
+        self.readings += 1
         return now
 
 
 def run_with_clock(tmp_path: Path, name: str, after_first: tuple[float, float]
                    ) -> tuple[Checkpoint, Store, Path]:
-    """One slice (deadline 1.0, grace 0.5) whose clock jumps to ``after_first`` =
-    (now, tick) once the first part is committed."""
+    """One slice (deadline 1.0, grace 0.5) whose clock reads ``after_first`` = (now, tick)
+    once the first part is in hand. A slice reads its clock only after it has handed
+    its first part over (until then there is no part it could drop or stop after)."""
     url = make_db(tmp_path / "src.db") if not (tmp_path / "src.db").exists() \
         else f"sqlite:///{tmp_path / 'src.db'}"
     spec = plan(url, "csv", "none", part_rows=5)
-    store, clock = Store(), ManualClock()
-
-    def commit(cp: Checkpoint) -> None:
-        store.save(cp)
-        if store.commits == 1:
-            clock.now, clock.tick = after_first
-
+    store, clock = Store(), ManualClock(*after_first)
     out = tmp_path / name
-    with task_for(url, out, spec, commit, clock=clock, grace=0.5) as task:
+    with task_for(url, out, spec, store.save, clock=clock, grace=0.5) as task:
         cp = run_slice(task, store.load(), deadline=1.0)
+    assert clock.readings > 0
     return cp, store, out
 
 

@@ -7,14 +7,23 @@ clock. Committing a part is: store it in the sink, then ``commit`` the new check
 After the deadline a slice finishes the part in hand; if that would overrun the
 deadline by more than ``grace``, it drops the uncommitted part instead — unless the
 slice has committed nothing yet, so that every slice makes progress.
+
+Three threads share the work: the read-ahead reads the next page, the calling thread
+encodes a part, and one committer thread stores and commits the part before it
+(writing, ``fsync``, an S3 upload, the store's transaction) — in order, one part at a
+time, so the commit sequence is exactly that of a single thread. The encoding thread
+knows where the next part starts from a dry run of the same commit code (no sink, no
+store). A failed commit stops the committer at once: no later part is stored.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import google_crc32c
 import pyarrow as pa
@@ -37,6 +46,30 @@ def _never() -> bool:
     return False
 
 
+def _no_commit(cp: Checkpoint) -> None:
+    return None
+
+
+class _DrySink:
+    """Stands for the sink in a dry run of the commit code: stores nothing."""
+
+    def start_file(self, name: str) -> dict[str, Any]:
+        return {}
+
+    def put_part(
+        self, name: str, state: dict[str, Any], number: int, offset: int, data: bytes
+    ) -> str | None:
+        return None
+
+    def complete_file(
+        self, name: str, state: dict[str, Any], size: int, parts: Sequence[PartRecord]
+    ) -> str | None:
+        return None
+
+
+_DRY = _DrySink()
+
+
 @dataclass
 class _Part:
     data: bytes
@@ -56,7 +89,8 @@ class Task:
     sink: Sink
     #: Persists a checkpoint; raises LeaseLostError when the caller no longer owns the task.
     commit: Callable[[Checkpoint], None]
-    #: Asked at batch boundaries: stop after the part in hand (Ctrl-C, SIGTERM, cancel).
+    #: Asked before each part: stop after the parts in hand, the one being stored and
+    #: the one just encoded (Ctrl-C, SIGTERM, cancel).
     should_stop: Callable[[], bool] = _never
     grace: float = 0.25
     clock: Callable[[], float] = time.monotonic
@@ -150,6 +184,18 @@ class Task:
     # --- committing -------------------------------------------------------------------
 
     def commit_part(self, cp: Checkpoint, part: _Part) -> Checkpoint:
+        """Store ``part`` and commit the checkpoint after it (and the file it closes)."""
+        return self._commit_part(cp, part, self.sink, self.commit)
+
+    def planned(self, cp: Checkpoint, part: _Part) -> Checkpoint:
+        """The checkpoint ``commit_part`` will reach, but for what the sink answers
+        (upload state, ETags, SHA-256): a dry run that stores and commits nothing."""
+        return self._commit_part(cp, part, _DRY, _no_commit)
+
+    def _commit_part(
+        self, cp: Checkpoint, part: _Part, sink: Sink | _DrySink,
+        commit: Callable[[Checkpoint], None],
+    ) -> Checkpoint:
         spec, fmt = self.spec, self.fmt
         of = cp.open_file
         next_index = cp.next_file_index
@@ -158,12 +204,12 @@ class Task:
             if part.rows == 0 and cp.files:
                 # the table ended exactly where the last file was closed
                 done = cp.evolve(done=True)
-                self.commit(done)
+                commit(done)
                 return done
             name = file_name(spec, next_index, fmt, self.compression)
             of = OpenFile(
                 index=next_index, name=name, first_key=part.first_key,
-                sink_state=self.sink.start_file(name),
+                sink_state=sink.start_file(name),
             )
             next_index += 1
         closes = (
@@ -178,7 +224,7 @@ class Task:
         parts = of.parts
         if data or not parts:
             number = of.next_part_number
-            etag = self.sink.put_part(of.name, of.sink_state, number, of.size, data)
+            etag = sink.put_part(of.name, of.sink_state, number, of.size, data)
             record = PartRecord(
                 number=number, rows=part.rows, size=len(data),
                 crc32c=google_crc32c.value(data), etag=etag, last_key=part.last_key,
@@ -205,21 +251,26 @@ class Task:
             open_file=of,
             next_file_index=next_index,
         )
-        self.commit(new)
-        return self.finish_file(new) if closes else new
+        commit(new)
+        return self._finish_file(new, sink, commit) if closes else new
 
     def finish_file(self, cp: Checkpoint) -> Checkpoint:
         """Make the closed open file final and record it; idempotent after a crash."""
+        return self._finish_file(cp, self.sink, self.commit)
+
+    def _finish_file(
+        self, cp: Checkpoint, sink: Sink | _DrySink, commit: Callable[[Checkpoint], None]
+    ) -> Checkpoint:
         of = cp.open_file
         assert of is not None and of.closed
-        sha256 = self.sink.complete_file(of.name, of.sink_state, of.size, parts=of.parts)
+        sha256 = sink.complete_file(of.name, of.sink_state, of.size, parts=of.parts)
         record = FileRecord(
             name=of.name, rows=of.rows, size=of.size, crc32c=of.crc32c, sha256=sha256,
             parts=len(of.parts), first_key=of.first_key,
             last_key=cp.cursor if of.rows else None,
         )
         new = cp.evolve(open_file=None, files=(*cp.files, record), done=of.last)
-        self.commit(new)
+        commit(new)
         return new
 
 
@@ -231,24 +282,66 @@ def run_slice(task: Task, checkpoint: Checkpoint, deadline: float) -> Checkpoint
     """
     # a new owner first checks that the sink still holds the open file's parts
     cp = verify_open_file(task.sink, task.commit, checkpoint)
+    progressed = cp.open_file is not None and cp.open_file.closed
+    if progressed:
+        cp = task.finish_file(cp)  # committed but not yet final (a crash came between)
+    committer = _Committer(task, cp)
     try:
-        return _run(task, cp, deadline)
+        _run(task, committer, cp, deadline, progressed)
     finally:
         task.close_pages()  # pages read ahead and not committed are dropped
+        committer.close()
+    return committer.result()
 
 
-def _run(task: Task, cp: Checkpoint, deadline: float) -> Checkpoint:
-    committed = False
+class _Committer:
+    """Stores and commits parts on one thread, in the order they were handed over."""
+
+    def __init__(self, task: Task, cp: Checkpoint) -> None:
+        self._task, self.cp = task, cp
+        self._pool: ThreadPoolExecutor | None = None
+        self._last: Future[None] | None = None
+
+    def _commit(self, part: _Part) -> None:
+        self.cp = self._task.commit_part(self.cp, part)
+
+    def wait(self) -> None:
+        """Until the part handed over last is committed; raises what its commit raised."""
+        if self._last is not None:
+            last, self._last = self._last, None
+            last.result()
+
+    def submit(self, part: _Part) -> None:
+        # at most one part is stored while the next is encoded: memory stays bounded
+        self.wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="egress-commit")
+        self._last = self._pool.submit(self._commit, part)
+
+    def close(self) -> None:
+        """Let the part in hand finish (or fail); a failure already raised is not raised
+        again, and one that was not is kept for ``result``."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def result(self) -> Checkpoint:
+        self.wait()
+        return self.cp
+
+
+def _run(
+    task: Task, committer: _Committer, cp: Checkpoint, deadline: float, submitted: bool
+) -> None:
+    # ``cp`` runs one part ahead of the committer: the checkpoint once every part handed
+    # over is committed, as far as encoding the next part needs to know (cursor, open
+    # file, rows in it)
     while not cp.done:
-        if cp.open_file is not None and cp.open_file.closed:
-            cp = task.finish_file(cp)
-            committed = True
-            continue
-        if task.should_stop() or (committed and task.clock() >= deadline):
+        if task.should_stop() or (submitted and task.clock() >= deadline):
             break
-        part = task.read_part(cp, droppable=committed, deadline=deadline)
+        part = task.read_part(cp, droppable=submitted, deadline=deadline)
         if part is None:
             break
-        cp = task.commit_part(cp, part)
-        committed = True
-    return cp
+        committer.submit(part)
+        cp = task.planned(cp, part)
+        submitted = True
