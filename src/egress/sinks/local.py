@@ -90,6 +90,11 @@ class LocalSink:
                 os.pwrite(fd, data, offset)
                 if self.fsync:
                     os.fsync(fd)
+                    # The part is on disk: drop its pages from the page cache. An export
+                    # writes far more than it reads back, and keeping gigabytes of output
+                    # cached evicts what the database (often on this machine) keeps
+                    # there; the freed pages are reused for the next part's writes.
+                    os.posix_fadvise(fd, offset, len(data), os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
             self._hash(name, offset, data)
