@@ -189,7 +189,8 @@ class Task:
 
     def planned(self, cp: Checkpoint, part: _Part) -> Checkpoint:
         """The checkpoint ``commit_part`` will reach, but for what the sink answers
-        (upload state, ETags, SHA-256): a dry run that stores and commits nothing."""
+        (upload state, ETags, SHA-256) and the checksums: a dry run that stores and
+        commits nothing."""
         return self._commit_part(cp, part, _DRY, _no_commit)
 
     def _commit_part(
@@ -227,7 +228,8 @@ class Task:
             etag = sink.put_part(of.name, of.sink_state, number, of.size, data)
             record = PartRecord(
                 number=number, rows=part.rows, size=len(data),
-                crc32c=google_crc32c.value(data), etag=etag, last_key=part.last_key,
+                crc32c=0 if sink is _DRY else google_crc32c.value(data), etag=etag,
+                last_key=part.last_key,
             )
             parts = (*parts, record)
         # else: the table ended right after the last stored part and the format has no
@@ -238,7 +240,7 @@ class Task:
             parts=parts,
             rows=of.rows + part.rows,
             size=of.size + len(data),
-            crc32c=google_crc32c.extend(of.crc32c, data),
+            crc32c=of.crc32c if sink is _DRY else google_crc32c.extend(of.crc32c, data),
             first_key=of.first_key if of.first_key is not None else part.first_key,
             sink_state=of.sink_state,
             closed=closes,
