@@ -162,10 +162,11 @@ def create_token(home: Path) -> str:
     return str(json.loads(out)["token"])
 
 
-def spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+def spawn(args: list[str], log: Path, nice: int = 0) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "egress.cli", *args], env=egress_env(),
-                                stdout=out, stderr=subprocess.STDOUT)
+                                stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=(lambda: os.nice(nice)) if nice else None)
 
 
 def start_server(home: Path, port: int, log: Path, embedded: bool) -> subprocess.Popen[bytes]:
@@ -173,8 +174,9 @@ def start_server(home: Path, port: int, log: Path, embedded: bool) -> subprocess
                   "--log-level", "WARNING", *([] if embedded else ["--no-worker"])], log)
 
 
-def start_workers(home: Path, n: int, log: Path) -> list[subprocess.Popen[bytes]]:
-    return [spawn(["worker", "--home", str(home), "--log-level", "WARNING"], log)
+def start_workers(home: Path, n: int, log: Path, nice: int = 0
+                  ) -> list[subprocess.Popen[bytes]]:
+    return [spawn(["worker", "--home", str(home), "--log-level", "WARNING"], log, nice)
             for _ in range(n)]
 
 
@@ -431,6 +433,21 @@ def write_trace(folder: Path, results: Results, start: float,
                 out.writerow([f"{at - start:.4f}", *row])
 
 
+def write_statements(path: Path, url: str) -> None:
+    """The statements that took the server's time (``pg_stat_statements``; the
+    extension must be preloaded: ``--pg-setting shared_preload_libraries=…``)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn, open(path, "w") as out:
+        rows = conn.execute(
+            "SELECT total_exec_time, calls, mean_exec_time, rows, shared_blks_hit, "
+            "regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements "
+            "ORDER BY total_exec_time DESC LIMIT 25").fetchall()
+        for total, calls, mean, nrows, hits, query in rows:
+            out.write(f"{total:10.1f} ms total {calls:7d} calls {mean:8.3f} ms mean "
+                      f"{nrows:8d} rows {hits:10d} buffer hits\n    {query[:1500]}\n")
+
+
 def cpu_by_role(pids: dict[str, list[int]]) -> dict[str, float]:
     out = {role: sum(cpu_seconds(p) for pid in procs for p in tree(pid))
            for role, procs in pids.items()}
@@ -501,6 +518,10 @@ def main() -> int:
     parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite",
                         help="the embedded SQLite store, or a throwaway local PostgreSQL "
                              "server (the tests' settings: fsync off)")
+    parser.add_argument("--worker-nice", type=int, default=0, metavar="N",
+                        help="run the worker processes at this nice level (e.g. 19: they "
+                             "get only the CPU the API and PostgreSQL leave, as workers on "
+                             "other machines would)")
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
                         help="load generator: a minimal asyncio HTTP/1.1 client, or httpx")
     parser.add_argument("--keep", action="store_true", help="keep the home and the logs")
@@ -529,6 +550,12 @@ def main() -> int:
         pg = stack.enter_context(running_server(
             dict(item.split("=", 1) for item in args.pg_setting)))
         store_url = pg.create_database("bench")
+        statements = "pg_stat_statements" in " ".join(args.pg_setting)
+        if statements:
+            import psycopg
+
+            with psycopg.connect(store_url, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION pg_stat_statements")
     home = make_home(root, store_url)
     token = create_token(home)
     port = free_port()
@@ -538,7 +565,7 @@ def main() -> int:
     procs = [server]
     try:
         wait_ready(base, server)
-        procs += start_workers(home, workers, log)
+        procs += start_workers(home, workers, log, args.worker_nice)
         pids = {"api": [server.pid], "workers": [p.pid for p in procs[1:]]}
         if store_url:
             pids["postgres"] = [postmaster(pg.datadir)]
@@ -552,8 +579,12 @@ def main() -> int:
                 args.client, pids))
         if args.trace:
             write_trace(args.trace, results, measured_from, sampler, cpu)
+            if store_url and statements:
+                write_statements(args.trace / "statements.txt", store_url)
         workers_text = ("embedded worker" if args.embedded else
                         f"{workers} 'egress worker' processes" if workers else "no worker")
+        if workers and args.worker_nice:
+            workers_text += f" at nice {args.worker_nice}"
         setup = (f"one API process ('egress serve{'' if args.embedded else ' --no-worker'}'), "
                  f"{workers_text}, {args.store} store, {args.client} client; "
                  f"{args.create_share:.0%} create")

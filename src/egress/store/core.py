@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -32,6 +32,7 @@ from egress.store.engine import (
     token_sql,
 )
 from egress.store.schema import deliveries, exports, task_events, tasks
+from egress.store.writelock import WriteLock
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -54,12 +55,14 @@ class SqlCore:
     def __init__(self, url: str, **engine_kwargs: Any) -> None:
         self._engine = make_engine(url, **engine_kwargs)
         self.dialect = self._engine.dialect.name
-        # SQLite has one writer at a time: threads of this process queue here for it
-        # instead of in SQLite's busy handler, whose sleeps (1, 2, 5, 10 … ms) were the
-        # API's tail latency under concurrent creates. Other processes still meet the
-        # busy handler. Reentrant: a transaction function may not nest, but be safe.
+        # SQLite has one writer at a time: the threads and processes of egress queue for
+        # it on a lock file instead of in SQLite's busy handler, whose sleeps (1, 2, 5,
+        # 10 … ms) were the API's tail latency under concurrent creates (writelock.py).
+        self._write_lock: WriteLock | None = None
+        if self.dialect == "sqlite":
+            self._write_lock = WriteLock(Path(f"{self._engine.url.database}-writelock"))
         self._writer: contextlib.AbstractContextManager[object] = (
-            threading.RLock() if self.dialect == "sqlite" else contextlib.nullcontext()
+            self._write_lock or contextlib.nullcontext()
         )
         self._now = sa.literal_column(now_sql(self.dialect), sa.Double)
         self._token = sa.literal_column(token_sql(self.dialect), sa.String)
@@ -96,6 +99,8 @@ class SqlCore:
 
     def close(self) -> None:
         self._engine.dispose()
+        if self._write_lock is not None:
+            self._write_lock.close()
 
     # --- transactions -------------------------------------------------------------------
 
