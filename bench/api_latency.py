@@ -5,6 +5,9 @@
     .venv/bin/python bench/api_latency.py --embedded       # the API's embedded worker
     .venv/bin/python bench/api_latency.py --workers 0      # API only: exports stay queued
     .venv/bin/python bench/api_latency.py --rate 400 --seconds 10 --create-share 0.5
+    .venv/bin/python bench/api_latency.py --workers 2 --worker-nice 19   # workers yield the CPU
+    .venv/bin/python bench/api_latency.py --store postgresql --trace /tmp/t \
+        --pg-setting shared_preload_libraries=pg_stat_statements     # per-request trace etc.
 
 Runs egress as it is deployed: ``egress serve --no-worker`` answers the requests and
 ``--workers N`` separate ``egress worker`` processes run the exports (``--embedded``: the
