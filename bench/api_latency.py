@@ -342,26 +342,37 @@ async def run_load(base: str, token: str, rate: float, seconds: float, create_sh
     return results, measured_from
 
 
-class WaitSampler:
-    """``--trace``: samples PostgreSQL's ``pg_stat_activity`` every few ms on its own
-    thread (the sessions that are not idle, their wait events and how long their
-    statement has run), to be lined up with the requests' latencies."""
+class _Sampler:
+    """Collects ``rows`` on a thread of its own while the ``with`` block runs."""
 
-    def __init__(self, url: str, every: float = 0.01) -> None:
+    def __init__(self, every: float) -> None:
         import threading
 
-        self.url, self.every = url, every
+        self.every = every
         self.rows: list[tuple[Any, ...]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> WaitSampler:
+    def __enter__(self) -> _Sampler:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class WaitSampler(_Sampler):
+    """``--trace``: samples PostgreSQL's ``pg_stat_activity`` every few ms on its own
+    thread (the sessions that are not idle, their wait events and how long their
+    statement has run), to be lined up with the requests' latencies."""
+
+    def __init__(self, url: str, every: float = 0.01) -> None:
+        super().__init__(every)
+        self.url = url
 
     def _run(self) -> None:
         import psycopg
@@ -379,26 +390,14 @@ class WaitSampler:
                     self.rows.append((at, *row))
 
 
-class CpuSampler:
+class CpuSampler(_Sampler):
     """``--trace``: CPU seconds used so far by each role and by the whole machine,
     every 10 ms on its own thread: tells a stall in which the API was busy from one in
     which it was starved (other processes running) or idle (waiting)."""
 
     def __init__(self, pids: dict[str, list[int]], every: float = 0.01) -> None:
-        import threading
-
-        self.pids, self.every = pids, every
-        self.rows: list[tuple[float, ...]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> CpuSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        super().__init__(every)
+        self.pids = pids
 
     def _run(self) -> None:
         roles = list(self.pids)
