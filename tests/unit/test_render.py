@@ -135,6 +135,33 @@ def test_sql_strings_load_back_in_sqlite() -> None:
                               "postgresql").to_pylist() == ["'a\rb'"]
 
 
+def expected_sql_string(value: str | None, dialect: str) -> str | None:
+    if value is None:
+        return None
+    if dialect == "sqlite" and "\r" in value:
+        return "CAST(X'" + value.encode().hex() + "' AS TEXT)"
+    return "'" + value.replace("'", "''") + "'"
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_sql_strings_only_quotes_and_crs_cost_a_pass(dialect: str) -> None:
+    # values with and without quotes and CRs, nulls, a slice (offsets into a shared
+    # buffer), arrays with no quote or no CR at all, and a CR or quote hidden under a
+    # null slot (its bytes are in the buffer, but the value is NULL)
+    mixed = [None, "plain", "it's", "a\r\nb", "", "'\r'", None, "ü'\r", "x" * 50]
+    cases = [pa.array(mixed), pa.array(mixed).slice(2, 5), pa.array(["a", "b", None]),
+             pa.array(["no quote\r", None]), pa.array(["only 'quotes'", None]),
+             pa.array([], pa.string()), pa.array([None, None], pa.string())]
+    data = pa.py_buffer(b"ok'\rhidden")
+    hidden = pa.StringArray.from_buffers(
+        2, pa.py_buffer(struct.pack("<3i", 0, 2, 10)), data,
+        null_bitmap=pa.py_buffer(bytes([0b01])), null_count=1)
+    cases.append(hidden)
+    for array in cases:
+        got = render.sql_string(array, dialect).to_pylist()
+        assert got == [expected_sql_string(v, dialect) for v in array.to_pylist()], array
+
+
 def dynamic(codes: list[int], ints: list, reals: list, texts: list, blobs: list) -> pa.Array:
     return pa.UnionArray.from_sparse(
         pa.array(codes, pa.int8()),

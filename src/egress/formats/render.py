@@ -125,17 +125,23 @@ def text(array: pa.Array, field: pa.Field) -> pa.Array:
 _JSON_SHORT = {0x5C: "\\\\", 0x22: '\\"', 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 
 
+def _value_bytes(array: pa.Array) -> np.ndarray:
+    """The bytes of a string array's values, back to back (no copy). Bytes under null
+    slots are included: a scan of them can only find a needless pass."""
+    data = array.buffers()[2] if len(array) else None
+    if data is None:
+        return np.zeros(0, dtype=np.uint8)
+    offsets = value_offsets(array)
+    return np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
+
+
 def _escapable_bytes(array: pa.Array) -> list[int]:
     """The bytes of ``array``'s values that JSON must escape (a quote, a backslash, a
     control character), found with three vectorised scans of its data buffer instead of
-    a regex per value. Bytes under null slots count too: at worst a needless pass."""
-    if len(array) == 0:
+    a regex per value."""
+    raw = _value_bytes(array)
+    if not len(raw):
         return []
-    data = array.buffers()[2]
-    if data is None:
-        return []
-    offsets = value_offsets(array)
-    raw = np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
     found = [b for b in (0x5C, 0x22) if (raw == b).any()]
     low = raw < 0x20
     if low.any():
@@ -189,15 +195,20 @@ def json_value(array: pa.Array, field: pa.Field) -> pa.Array:
 def sql_string(array: pa.Array, dialect: str) -> pa.Array:
     """Each string as a quoted literal. In SQLite a text holding a CR is written as
     ``CAST(X'…' AS TEXT)``: the sqlite3 shell drops a CR that ends a line, even inside a
-    literal (and ``'…'||char(13)||'…'`` nests one level per CR, past SQLite's limit)."""
-    quoted = pc.binary_join_element_wise("'", pc.replace_substring(array, "'", "''"), "'", "")
-    if dialect != "sqlite":
+    literal (and ``'…'||char(13)||'…'`` nests one level per CR, past SQLite's limit).
+    A byte scan of the values first tells whether any quote or CR occurs at all, and
+    only the values with a CR are hexed."""
+    raw = _value_bytes(array)
+    escaped = pc.replace_substring(array, "'", "''") if (raw == 0x27).any() else array
+    quoted = pc.binary_join_element_wise("'", escaped, "'", "")
+    if dialect != "sqlite" or not (raw == 0x0D).any():
         return quoted
-    has_cr = pc.match_substring(array, "\r")
+    has_cr = pc.match_substring(array, "\r").fill_null(False)
     if not pc.any(has_cr).as_py():
-        return quoted
-    hexed = pc.binary_join_element_wise("CAST(X'", hex_strings(array), "' AS TEXT)", "")
-    return pc.if_else(has_cr, hexed, quoted)
+        return quoted  # the CRs were under null slots
+    with_cr = pc.filter(array, has_cr)
+    hexed = pc.binary_join_element_wise("CAST(X'", hex_strings(with_cr), "' AS TEXT)", "")
+    return pc.replace_with_mask(quoted, has_cr, hexed)
 
 
 def sql_literal(array: pa.Array, field: pa.Field, dialect: str) -> pa.Array:
