@@ -52,5 +52,5 @@ def test_public_url_must_be_an_absolute_http_url(make_api: AppFactory):
     from egress.exceptions import ConfigError
 
     for bad in ("exports.example.com", "ftp://x.example.com", "https://"):
-        with pytest.raises(ConfigError, match="api.public_url"):
+        with pytest.raises(ConfigError, match=r"api\.public_url"):
             make_api(public_url=bad)
