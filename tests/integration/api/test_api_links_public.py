@@ -9,7 +9,6 @@ import httpx
 import pytest
 
 from apiharness import Api, assert_problem
-from conftest import AppFactory
 
 
 @pytest.fixture
@@ -27,7 +26,7 @@ def test_malformed_link_is_a_404_without_a_traceback(api: Api, link: str,
     assert not tracebacks, [r.getMessage() for r in tracebacks]
 
 
-def test_link_url_uses_the_configured_public_url(make_api: AppFactory, store, tokens):
+def test_link_url_uses_the_configured_public_url(make_api, store, tokens):
     api = make_api(run_worker=True, public_url="https://exports.example.com/base/")
     export_id = api.create({"source": "main", "tables": ["users"]})["id"]
     api.wait(export_id)
@@ -48,7 +47,7 @@ def test_link_url_falls_back_to_the_request_without_public_url(done):
     assert r.status_code == 201 and r.json()["url"].startswith(str(api.client.base_url))
 
 
-def test_public_url_must_be_an_absolute_http_url(make_api: AppFactory):
+def test_public_url_must_be_an_absolute_http_url(make_api):
     from egress.exceptions import ConfigError
 
     for bad in ("exports.example.com", "ftp://x.example.com", "https://"):
