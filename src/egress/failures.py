@@ -15,46 +15,31 @@ from __future__ import annotations
 
 from egress.exceptions import (
     ConfigError,
-    DataError,
     EgressError,
-    NoUsableKeyError,
-    PermissionDeniedError,
     SinkError,
     SinkUnavailableError,
     SourceError,
     SourceUnavailableError,
     StoreError,
-    TableNotFoundError,
 )
 from egress.redact import redact
 
 _ADMIN = "an administrator can see the cause in the server log"
-# (class, public message), most specific first. Messages of the classes mapped to None
-# name only tables and columns the caller already knows: they are shown as they are.
+# (class, public message), most specific first; None: the error's own message, which
+# names only what the request named (tables, columns, the query) — the same messages the
+# API shows at once as 422s when a request is checked (docs/api.md, "Errors").
 _PUBLIC: tuple[tuple[type[BaseException], str | None], ...] = (
-    (TableNotFoundError, None),
-    (NoUsableKeyError, None),
     (SourceUnavailableError,
      "the source database could not be reached or opened; check that it is up and that "
      f"egress may connect to it, then retry the export ({_ADMIN})"),
-    (PermissionDeniedError,
-     "the source database's user may not read this table; grant it SELECT on the table, "
-     "then retry the export"),
-    (DataError,
-     "the source holds a value that cannot be exported as its column's type declares; "
-     f"fix or filter out the value, then retry the export ({_ADMIN})"),
-    (SourceError,
-     f"the source refused to read the table; retry the export, and if it fails again, "
-     f"{_ADMIN}"),
+    (SourceError, None),
+    (ConfigError, None),
     (SinkUnavailableError,
      "the destination could not be reached or was throttling; retry the export later "
      f"({_ADMIN})"),
     (SinkError, f"the destination could not be written; retry the export, and if it fails "
                 f"again, {_ADMIN}"),
     (StoreError, "egress's job store could not be reached; retry the export later"),
-    (ConfigError,
-     "the server's configuration no longer allows this export (a source or destination "
-     f"changed); retry the export, and if it fails again, {_ADMIN}"),
 )
 _UNEXPECTED = (f"an unexpected error stopped the export; retry the export, and if it fails "
                f"again, {_ADMIN}")

@@ -6,6 +6,7 @@ carry their password in the query string and in userinfo with characters (``#``,
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -23,6 +24,8 @@ from apiharness import Api, LiveServer, Tokens
 from egress.api.app import create_app
 from egress.cli import main
 from egress.config import WebhookSettings
+from egress.exceptions import SourceUnavailableError
+from egress.failures import describe_failure
 from egress.logs import KeyValueFormatter
 from egress.store.sql import SqlJobStore
 from egress.worker.loop import Worker
@@ -156,3 +159,28 @@ def test_served_manifest_holds_no_server_path(api_worker: Api, tokens: Tokens, s
     assert str(settings.home) not in r.text and "/tmp" not in r.text, r.text
     manifest = r.json()
     assert manifest["destination"] == "local" and manifest["source"] == "main"
+
+
+def test_cli_jobs_show_prints_the_detail(tmp_path: Path, source_db: Path):
+    """The CLI is a local admin: ``jobs show`` prints the detail below the plain error."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "egress.toml").write_text(f'[sources.main]\nurl = "sqlite:///{source_db}"\n')
+    runner = CliRunner()
+    made = runner.invoke(main, ["jobs", "create", "--home", str(home), "--source", "main",
+                                "--table", "users", "--json"])
+    assert made.exit_code == 0, made.output
+    export_id = json.loads(made.stdout)["id"]
+    store = SqlJobStore(f"sqlite:///{home / 'egress.db'}")
+    try:
+        [task] = store.task_claim("w", lease_seconds=30, project_cap=10, limit=1)
+        exc = SourceUnavailableError(f"cannot open SQLite database {source_db}: no such file")
+        assert store.task_fail(task.id, task.lease_token, describe_failure(exc))
+    finally:
+        store.close()
+    shown = runner.invoke(main, ["jobs", "show", "--home", str(home), export_id])
+    assert shown.exit_code == 0, shown.output
+    assert "error    table 'users': the source database could not be reached" in shown.stdout
+    assert f"detail   table 'users': cannot open SQLite database {source_db}" in shown.stdout
+    as_json = runner.invoke(main, ["jobs", "show", "--home", str(home), export_id, "--json"])
+    assert json.loads(as_json.stdout)["error_detail"].endswith("no such file")
