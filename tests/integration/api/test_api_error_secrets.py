@@ -133,6 +133,15 @@ def test_failed_exports_show_plain_errors_and_no_secret(
             detail = api.get(f"/v1/exports/{export_id}").json()["error_detail"]
             _no_password(detail, "the admin's detail")
             assert ("password=***" in detail) if name == "pg" else (str(gone) in detail)
+    # a request that reaches the source at once: a generic 503, the detail in the log
+    with LiveServer(create_app(down, store)) as server, \
+            httpx.Client(base_url=server.url, timeout=30) as client:
+        api = Api(client, tokens["alpha"])
+        for r in (api.post("/v1/exports", json={"source": "pg", "tables": ["orders"]}),
+                  api.get("/v1/sources/pg/tables")):
+            assert r.status_code == 503, r.text
+            _no_password(r.text, "a 503")
+            assert "127.0.0.1" not in r.text
     log = "\n".join(captured.lines)
     _no_password(log, "the server log")
     assert "password=***" in log and str(gone) in log  # the detail is in the log
