@@ -67,8 +67,9 @@ def describe_failure(exc: BaseException) -> ErrorText:
 
 
 def public_and_detail(error: str) -> tuple[str, str | None]:
-    """(``error`` for API callers, ``error_detail``) of an error about to be recorded."""
+    """(``error`` for API callers, ``error_detail``) of an error about to be recorded;
+    both redacted again, whoever built them (the store records nothing unmasked)."""
     public = getattr(error, "public", None)
     if public is None:
-        return error, None  # egress's own message: nothing more to tell an admin
-    return public, str(error)
+        return redact(error), None  # egress's own message: nothing more to tell an admin
+    return redact(public), redact(str(error))

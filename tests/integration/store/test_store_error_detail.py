@@ -33,3 +33,14 @@ def test_task_fail_records_the_public_message_and_the_detail(store: SqlJobStore,
     assert store.export_retry("p", record.id) is not None
     retried = store.export_get("p", record.id)
     assert (retried.error, retried.error_detail) == (None, None)
+
+
+def test_the_store_records_no_credentials(store: SqlJobStore, make_export):
+    """Whoever builds the message, what the store records is redacted."""
+    record, _ = make_export("p", ("a",))
+    [a] = store.task_claim("w", lease_seconds=30, project_cap=10, limit=1)
+    assert store.task_requeue(a.id, a.lease_token,
+                              error="connection to postgresql://u:Sekr1t@db/x refused")
+    assert "Sekr1t" not in str(store.task_get(a.id).error)
+    assert store.export_fail(record.id, "dsn host=db password=Sekr1t failed")
+    assert "Sekr1t" not in str(store.export_get("p", record.id).error)
