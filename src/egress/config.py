@@ -129,6 +129,9 @@ class ApiSettings:
     #: once into ``HOME/api-link-key`` (mode 0600). API nodes that share links need the
     #: same key. Never logged.
     link_signing_key: str = field(default="", repr=False)
+    #: Base URL that signed download links start with (``https://exports.example.com``,
+    #: a path prefix allowed). Empty: taken from each request (its Host header).
+    public_url: str = ""
     #: Throughput assumed by ``POST /v1/exports:estimate`` for its time estimate.
     estimate_rows_per_second: float = 200_000.0
     #: ``last_used_at`` of a token is written at most this often (seconds).

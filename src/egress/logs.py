@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import sys
 
+from egress.redact import redact
+
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 
@@ -20,8 +22,9 @@ class KeyValueFormatter(logging.Formatter):
         if fields:
             base += " " + " ".join(f"{k}={v!r}" for k, v in sorted(fields.items()))
         if record.exc_info:
-            base += "\n" + self.formatException(record.exc_info)
-        return base
+            base += "\n" + (record.exc_text or self.formatException(record.exc_info))
+        # extra fields are set after the record factory redacted the message: redact all
+        return redact(base)
 
 
 def setup_logging(level: str = "INFO") -> None:

@@ -333,6 +333,7 @@ def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> di
         "rows": sum(t.rows for t in tasks),
         "bytes": sum(t.bytes for t in tasks),
         "error": export.error,
+        "error_detail": export.error_detail,  # for the CLI (a local admin); not the API's
         "created_at": export.created_at,
         "started_at": export.started_at,
         "finished_at": export.finished_at,

@@ -35,7 +35,7 @@ from egress.api.errors import (
     install_error_handlers,
     use_problem_media_type,
 )
-from egress.api.links import load_link_key
+from egress.api.links import check_public_url, load_link_key
 from egress.api.ratelimit import RateLimiter
 from egress.config import Settings
 from egress.exceptions import ConfigError
@@ -232,6 +232,7 @@ def create_app(
     app.state.limiter = RateLimiter(settings.api.rate_limit_per_second,
                                     settings.api.rate_limit_burst)
     app.state.link_key = load_link_key(settings)
+    check_public_url(settings)
     install_log_redaction()  # presigned URLs are signed here: keep botocore's DEBUG clean
     install_error_handlers(app)
     _include_routers(app)

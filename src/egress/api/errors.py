@@ -32,6 +32,7 @@ from egress.exceptions import (
     SourceUnavailableError,
     StoreError,
 )
+from egress.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +131,12 @@ def error_response(exc: Exception) -> JSONResponse:
     for cls, status, slug, title in _MAPPING:
         if isinstance(exc, cls):
             if slug in _GENERIC:
-                log.warning("request failed", extra={"problem": slug, "error": str(exc)})
+                log.warning("request failed", extra={"problem": slug, "error": redact(str(exc))})
                 return problem(status, slug, title, _GENERIC[slug],
                                {"Retry-After": RETRY_AFTER_UNAVAILABLE})
-            return problem(status, slug, title, str(exc))
+            return problem(status, slug, title, redact(str(exc)))
     if isinstance(exc, SinkError):
-        log.error("destination error", extra={"error": str(exc)})
+        log.error("destination error", extra={"error": redact(str(exc))})
         return problem(502, "destination-error", "Destination error",
                        "the destination failed; the error is in the server's log")
     log.error("internal error", exc_info=(type(exc), exc, exc.__traceback__))

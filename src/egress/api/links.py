@@ -18,6 +18,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from egress.config import Settings
 from egress.exceptions import ConfigError
@@ -71,6 +72,24 @@ def _mac(key: bytes, payload: str) -> str:
     return _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
 
 
+def public_base(settings: Settings, request_base: str) -> str:
+    """Where link URLs point: ``api.public_url``, else the request's own base URL (built
+    from its Host header, which any client may set: configure the setting in production)."""
+    return (settings.api.public_url or request_base).rstrip("/")
+
+
+def check_public_url(settings: Settings) -> None:
+    url = settings.api.public_url
+    if not url:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query \
+            or parts.fragment:
+        raise ConfigError(f"api.public_url must be an absolute http(s) URL such as "
+                          f"https://exports.example.com (a path prefix is allowed), "
+                          f"not {url!r}")
+
+
 def sign_link(key: bytes, link: Link) -> str:
     payload = _b64(json.dumps(
         {"p": link.project, "e": link.export_id, "f": link.file, "x": link.expires_at,
@@ -83,7 +102,8 @@ def verify_link(key: bytes, text: str) -> Link | None:
     if len(text) > MAX_LINK_LENGTH or text.count(".") != 1:
         return None
     payload, signature = text.split(".")
-    if not hmac.compare_digest(_mac(key, payload), signature):
+    # bytes: compare_digest refuses str with non-ASCII characters (a TypeError, a 500)
+    if not hmac.compare_digest(_mac(key, payload).encode(), signature.encode()):
         return None
     try:
         data = json.loads(_unb64(payload))

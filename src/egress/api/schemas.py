@@ -132,7 +132,11 @@ class ExportSummary(BaseModel):
     rate: float | None = Field(description="Rows per second since the export started.")
     eta_seconds: float | None = Field(description="Estimated seconds left, if known.")
     attempts: int = Field(description="Attempts of all tables together.")
-    error: str | None
+    error: str | None = Field(description="Why it failed: a plain message (what failed, what "
+                                          "to do) without hosts, paths or driver text.")
+    error_detail: str | None = Field(
+        default=None, description="The failure's detail (credentials masked); only for "
+                                  "tokens with the admin scope, else null.")
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None

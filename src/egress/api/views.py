@@ -53,7 +53,7 @@ def _rate_eta(
     return rate, remaining / rate
 
 
-def _summary(export: ExportRecord, tables: list[TableProgress]) -> dict[str, Any]:
+def _summary(export: ExportRecord, tables: list[TableProgress], admin: bool) -> dict[str, Any]:
     rows = sum(t.rows for t in tables)
     estimates = [t.rows_estimate for t in tables]
     known = None not in estimates
@@ -77,6 +77,8 @@ def _summary(export: ExportRecord, tables: list[TableProgress]) -> dict[str, Any
         "eta_seconds": None if eta is None else round(eta, 1),
         "attempts": sum(t.attempts for t in tables),
         "error": export.error,
+        # driver text and file paths are for operators only
+        "error_detail": export.error_detail if admin else None,
         "created_at": _time(export.created_at),
         "started_at": _time(export.started_at),
         "finished_at": _time(export.finished_at),
@@ -85,7 +87,8 @@ def _summary(export: ExportRecord, tables: list[TableProgress]) -> dict[str, Any
     }
 
 
-def export_public(store: JobStore, settings: Settings, export: ExportRecord) -> ExportPublic:
+def export_public(store: JobStore, settings: Settings, export: ExportRecord, *,
+                  admin: bool = False) -> ExportPublic:
     """The full view of one export: progress per table and its files."""
     view = manager.export_view(store, export, settings)
     tables = [TableProgress(**t) for t in view["tables"]]
@@ -95,11 +98,11 @@ def export_public(store: JobStore, settings: Settings, export: ExportRecord) -> 
                    download_url=download_url(export.id, f["name"]))
         for f in view["files"]
     ]
-    return ExportPublic(**_summary(export, tables), files=files)
+    return ExportPublic(**_summary(export, tables, admin), files=files)
 
 
 def export_summaries(
-    store: JobStore, exports: Sequence[ExportRecord]
+    store: JobStore, exports: Sequence[ExportRecord], *, admin: bool = False
 ) -> list[ExportSummary]:
     """Views of many exports from two reads (the records, then all their progress)."""
     progress: dict[str, ExportProgress] = store.export_progress_many([e.id for e in exports])
@@ -112,5 +115,5 @@ def export_summaries(
                           error=t.error)
             for t in (p.tasks if p else ())
         ]
-        out.append(ExportSummary(**_summary(export, tables)))
+        out.append(ExportSummary(**_summary(export, tables, admin)))
     return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 import signal
 
 from egress.exceptions import ConfigError, EgressError, SinkError, SourceError
+from egress.redact import redact
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -44,5 +45,5 @@ EXIT_INTERRUPTED = exit_code_for_signal(signal.SIGINT)
 
 
 def one_line(message: object) -> str:
-    """A message on one line: driver errors sometimes span several."""
-    return " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    """A message on one line (driver errors sometimes span several), credentials masked."""
+    return redact(" ".join(part.strip() for part in str(message).splitlines() if part.strip()))

@@ -206,6 +206,8 @@ def _print_view(view: dict[str, Any]) -> None:
         click.echo(f"  file {f['path']}  {f['rows']:,} rows  {f['bytes']:,} bytes")
     if view["error"]:
         click.echo(f"error    {view['error']}")
+    if view.get("error_detail"):
+        click.echo(f"detail   {view['error_detail']}")
 
 
 for _action, _help in (

@@ -59,7 +59,10 @@ class ExportRecord:
     destination: str
     state: ExportState
     options: dict[str, Any] = field(default_factory=dict)
+    #: Why it failed, for API callers: plain and classified (egress.failures).
     error: str | None = None
+    #: The failure's detail (credentials masked): admin tokens, the CLI and the log.
+    error_detail: str | None = None
     idempotency_key: str | None = None
     #: Hash of the normalised request, to tell a replay from a conflicting reuse of a key.
     request_hash: str | None = None

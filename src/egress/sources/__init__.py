@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from urllib.parse import urlsplit, urlunsplit
 
 from egress.exceptions import UnknownNameError
+from egress.redact import redact_url  # the one place credentials are masked
 from egress.sources.base import Column, Source, TableInfo
 
 
@@ -41,16 +41,6 @@ def open_source(url: str) -> Source:
     except KeyError:
         raise UnknownNameError("source kind", kind or url, SOURCE_KINDS) from None
     return opener(url)
-
-
-def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***``: safe for logs, errors and manifests."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
 __all__ = ["SOURCE_KINDS", "Column", "Source", "TableInfo", "open_source", "redact_url"]

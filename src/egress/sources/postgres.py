@@ -17,7 +17,6 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import adbc_driver_manager
 import adbc_driver_postgresql.dbapi as adbc_pg
@@ -36,7 +35,7 @@ from egress.exceptions import (
     SourceUnavailableError,
     TableNotFoundError,
 )
-from egress.sources import redact_url
+from egress.redact import redact_url, scrub, url_secrets
 from egress.sources.base import Column, TableInfo
 from egress.sources.pg_types import PgMapping, conform, list_check_sql, map_type
 from egress.sources.predicate_sql import render_conditions
@@ -143,8 +142,7 @@ class PostgresSource:
 
     def __init__(self, url: str) -> None:
         self._url = libpq_url(url)
-        password = urlsplit(self._url).password
-        self._secrets = [s for s in {password, unquote(password or "")} if s]
+        self._secrets = url_secrets(self._url)
         self._catalog: psycopg.Connection[Any] | None = None
         self._conn: Any = None
         #: Marks the read() whose transaction is open on the ADBC connection.
@@ -160,9 +158,7 @@ class PostgresSource:
     # --- connections ------------------------------------------------------------------
 
     def _scrub(self, message: str) -> str:
-        for secret in self._secrets:
-            message = message.replace(secret, "***")
-        return message
+        return scrub(message, self._secrets)
 
     def _unavailable(self, exc: Exception) -> SourceUnavailableError:
         first = self._scrub(str(exc)).strip().splitlines()[0] if str(exc).strip() else ""

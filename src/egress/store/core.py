@@ -203,12 +203,14 @@ class SqlCore:
             attempts=0, next_attempt_at=self._now, created_at=self._now, updated_at=self._now,
         ))
 
-    def _fail_export(self, conn: Connection, export_id: str, error: str) -> bool:
+    def _fail_export(
+        self, conn: Connection, export_id: str, error: str, detail: str | None = None
+    ) -> bool:
         row = conn.execute(
             sa.update(exports)
             .where(exports.c.id == export_id, exports.c.state.in_(ACTIVE))
-            .values(state="failed", error=error, finished_at=self._now, updated_at=self._now,
-                    cancel_requested=running_tasks(export_id))
+            .values(state="failed", error=error, error_detail=detail, finished_at=self._now,
+                    updated_at=self._now, cancel_requested=running_tasks(export_id))
             .returning(*exports.c)
         ).first()
         if row is None:

@@ -81,6 +81,8 @@ exports = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("options", JsonText, nullable=False),
     sa.Column("error", sa.Text),
+    #: The failure's detail (credentials masked) behind the plain ``error``: admins only.
+    sa.Column("error_detail", sa.Text),
     sa.Column("idempotency_key", sa.String(255)),
     sa.Column("request_hash", sa.String(128)),
     sa.Column("callback_url", sa.Text),

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord
 from egress.exceptions import IdempotencyConflictError, StoreError
+from egress.failures import public_and_detail
 from egress.store import records
 from egress.store.core import ACTIVE, DEAD, TERMINAL, SqlCore, running_tasks
 from egress.store.schema import exports, projects
@@ -129,7 +130,7 @@ class ExportOps(SqlCore):
         return self._tx(run)
 
     def export_fail(self, export_id: str, error: str) -> bool:
-        return self._tx(lambda c: self._fail_export(c, export_id, error))
+        return self._tx(lambda c: self._fail_export(c, export_id, *public_and_detail(error)))
 
     def export_cancel(self, project: str, export_id: str) -> ExportRecord | None:
         stmt = (
@@ -160,7 +161,7 @@ class ExportOps(SqlCore):
             # Every task done already (it failed while finalizing): finalizable at once.
             .values(state=sa.case((sa.or_(restart, _not_done(export_id)), "queued"),
                                   else_="running"),
-                    error=None, finished_at=None, cancel_requested=False,
+                    error=None, error_detail=None, finished_at=None, cancel_requested=False,
                     updated_at=self._now, deadline_at=self._now + exports.c.max_duration)
             .returning(*exports.c)
         )

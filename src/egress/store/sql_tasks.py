@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from egress.domain.jobs import Heartbeat, TaskRecord
+from egress.failures import public_and_detail
 from egress.store import records
 from egress.store.base import LeaseEvent
 from egress.store.claim import claim_statement
@@ -163,7 +164,8 @@ class TaskOps(SqlCore):
     ) -> bool:
         return self._end_lease(
             task_id, token, "requeue",
-            state=self._back_to_queue(), error=error,
+            state=self._back_to_queue(),
+            error=None if error is None else public_and_detail(error)[0],
             run_after=self._seconds(max(0.0, delay)),
             attempts=tasks.c.attempts + (1 if count_attempt else 0),
         )
@@ -172,9 +174,10 @@ class TaskOps(SqlCore):
         return self._end_lease(task_id, token, "finish", state="done", error=None)
 
     def task_fail(self, task_id: str, token: str, error: str) -> bool:
+        public, detail = public_and_detail(error)
         stmt = (
             self._fenced(task_id, token)
-            .values(state="failed", error=error, lease_owner=None, lease_token=None,
+            .values(state="failed", error=public, lease_owner=None, lease_token=None,
                     lease_expires_at=None, updated_at=self._now)
             .returning(tasks.c.export_id, tasks.c.table_name, tasks.c.state,
                        tasks.c.updated_at)
@@ -185,7 +188,9 @@ class TaskOps(SqlCore):
             if row is None:
                 return False
             self._log_end(conn, task_id, token, "fail", row)
-            self._fail_export(conn, row.export_id, f"table {row.table_name!r}: {error}")
+            where = f"table {row.table_name!r}: "
+            self._fail_export(conn, row.export_id, where + public,
+                              None if detail is None else where + detail)
             self._settle(conn, row.export_id)
             return True
 

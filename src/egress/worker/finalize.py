@@ -41,7 +41,8 @@ def finalize_export(store: JobStore, settings: Settings, export_id: str) -> bool
         results=results,
         started_at=dt.datetime.fromtimestamp(started, dt.UTC),
         finished_at=dt.datetime.fromtimestamp(store.now(), dt.UTC),
-        destination=sink.location,
+        # the destination's name: its location (a local path, a bucket) is the server's
+        destination=export.destination,
     )
     manifest["export_id"] = export.id
     manifest["project"] = export.project

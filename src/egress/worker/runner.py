@@ -13,7 +13,8 @@ from egress.domain.jobs import ExportRecord, TaskRecord
 from egress.domain.predicate import Predicate
 from egress.engine.plan import plan_task
 from egress.engine.slice import Task, run_slice
-from egress.exceptions import EgressError, LeaseLostError
+from egress.exceptions import LeaseLostError
+from egress.failures import describe_failure
 from egress.manager import export_source, open_sink
 from egress.metrics import SLICES
 from egress.oneshot import fit_part_budget
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def _message(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, EgressError) else f"{type(exc).__name__}: {exc}"
+    return describe_failure(exc)  # the detail; the store shows API callers its .public
 
 
 class TaskRunner:

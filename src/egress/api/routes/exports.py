@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from egress import manager
 from egress.api.auth import audit, check_scope
-from egress.api.deps import PrincipalDep, SettingsDep, StoreDep, require_scope
+from egress.api.deps import Principal, PrincipalDep, SettingsDep, StoreDep, require_scope
 from egress.api.errors import (
     BODY_ERRORS,
     COMMON_ERRORS,
@@ -210,7 +210,7 @@ def list_exports(
     states = [ExportState(s) for s in status] if status else None
     exports = manager.list_exports(store, principal.project, states=states, limit=limit,
                                    before_id=before)
-    items = export_summaries(store, exports)
+    items = export_summaries(store, exports, admin="admin" in principal.scopes)
     return ExportPage(items=items,
                       next_before=exports[-1].id if len(exports) == limit else None)
 
@@ -225,13 +225,13 @@ async def show_export(export_id: str, principal: PrincipalDep, store: StoreDep,
                       settings: SettingsDep) -> ExportPublic:
     # async, the reads in one worker thread: FastAPI would run a plain def and then the
     # validation of its answer in the thread pool, two hand-offs per status poll
-    return await anyio.to_thread.run_sync(_show_export, store, settings, principal.project,
-                                          export_id)
+    return await anyio.to_thread.run_sync(_show_export, store, settings, principal, export_id)
 
 
-def _show_export(store: JobStore, settings: Settings, project: str, export_id: str
+def _show_export(store: JobStore, settings: Settings, principal: Principal, export_id: str
                  ) -> ExportPublic:
-    return export_public(store, settings, manager.get_export(store, project, export_id))
+    export = manager.get_export(store, principal.project, export_id)
+    return export_public(store, settings, export, admin="admin" in principal.scopes)
 
 
 @router.post(

@@ -19,7 +19,7 @@ from egress import manager
 from egress.api.auth import audit
 from egress.api.deps import Principal, PrincipalDep, SettingsDep, StoreDep, require_scope
 from egress.api.errors import BODY_ERRORS, COMMON_ERRORS, NOT_FOUND, Gone, problem_doc
-from egress.api.links import Link, sign_link, verify_link
+from egress.api.links import Link, public_base, sign_link, verify_link
 from egress.api.schemas import LinkCreate, LinkPublic
 from egress.config import Settings
 from egress.domain.jobs import ExportRecord, ExportState
@@ -109,7 +109,7 @@ def create_link(export_id: str, body: LinkCreate, request: Request, principal: P
         expires_at=expires_at, token_id=principal.token_id))
     audit(request, principal, "link.create", export_id=export.id, file=body.file,
           expires_at=expires_at)
-    base = str(request.base_url).rstrip("/")
+    base = public_base(settings, str(request.base_url))
     return LinkPublic(url=f"{base}/v1/links/{signed}", file=body.file,
                       expires_at=dt.datetime.fromtimestamp(expires_at, dt.UTC))
 
