@@ -29,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 from egress.config import default_home
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.engine.manifest import MANIFEST, SUCCESS, TableResult, build_manifest, write_manifest
+from egress.engine.naming import STATE_DIR
 from egress.engine.plan import DEFAULT_PART_SIZE, plan_task
 from egress.engine.slice import Task, run_slice
 from egress.exceptions import ConfigError, EgressError, ResumeMismatchError, SinkError
@@ -42,7 +43,6 @@ from egress.sources.query import check_query, open_query_source
 
 log = logging.getLogger(__name__)
 
-STATE_DIR = ".egress"
 STATE_FILE = "state.json"
 #: Request fields that must match on --resume.
 _COMPARED = ("source", "tables", "format", "compression", "max_file_size", "options", "query")
