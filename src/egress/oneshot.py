@@ -11,6 +11,7 @@ its checkpoint in a local state directory instead (``state_dir``, by default
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
@@ -37,6 +38,7 @@ from egress.formats import check_format, get_compression, make_format
 from egress.sinks import is_local, open_sink
 from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
+from egress.sinks.oserrors import writing
 from egress.sources import open_source, redact_url
 from egress.sources.base import Source, TableInfo
 from egress.sources.query import check_query, open_query_source
@@ -84,14 +86,20 @@ class _StateFile:
             raise ConfigError(f"cannot read the checkpoint {self.path}: {exc}") from exc
 
     def save(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.data, f)
-            f.flush()
-            if self.fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with writing(self.path, "write the checkpoint"):
+                self.dir.mkdir(parents=True, exist_ok=True)
+                with open(tmp, "w") as f:
+                    json.dump(self.data, f)
+                    f.flush()
+                    if self.fsync:
+                        os.fsync(f.fileno())
+                os.replace(tmp, self.path)
+        except SinkError:
+            with contextlib.suppress(OSError):  # the previous checkpoint stays whole
+                tmp.unlink(missing_ok=True)
+            raise
 
 
 def export(
