@@ -69,3 +69,32 @@ def test_an_unfinished_export_keeps_its_checkpoint_when_a_run_is_refused(
     assert (out / ".egress" / "state.json").is_file()
     assert _export(source, out, "--table", "t", "--resume").returncode == 0
     assert (out / "_SUCCESS").is_file() and not (out / ".egress").exists()
+
+
+def test_a_job_whose_source_is_gone_leaves_no_folder(tmp_path: Path) -> None:
+    """The worker opens the source before the destination: a failed task that could not
+    read anything creates no ``PATH/PROJECT/EXPORT_ID/.egress/staging``."""
+    from egress.config import load_settings
+    from egress.domain.jobs import ExportState
+    from egress.manager import ExportRequest, create_export, export_root
+    from egress.store.sql import SqlJobStore
+    from egress.worker.loop import Worker
+    from jobsharness import write_home
+
+    db = tmp_path / "src.db"
+    source = make_events_db(db, {"t": 100})
+    write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 'home' / 'egress.db'}",
+               sources={"main": source},
+               worker={"poll_seconds": 0.05, "max_attempts": 1, "backoff_seconds": 0.1})
+    settings = load_settings(tmp_path / "home", env={})
+    store = SqlJobStore(settings.store_url)
+    try:
+        store.migrate()
+        export, _ = create_export(store, settings, ExportRequest(source="main", tables=("t",)))
+        db.unlink()  # gone between the request and the run
+        assert Worker(store, settings).run(exit_when_idle=True) == 0
+        failed = store.export_get(None, export.id)
+        assert failed is not None and failed.state is ExportState.FAILED, failed
+        assert not export_root(settings, export).exists()
+    finally:
+        store.close()
