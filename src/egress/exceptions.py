@@ -11,7 +11,8 @@
     │   ├── PermissionDeniedError    the source's user may not read a table
     │   └── DataError                a value that cannot be represented as declared
     ├── SinkError                    the destination cannot be written
-    │   └── SinkUnavailableError     the destination is unreachable or throttling (transient)
+    │   ├── SinkUnavailableError     the destination is unreachable or throttling (transient)
+    │   └── DestinationFullError     no space left or over quota on disk (transient)
     ├── LeaseLostError               a checkpoint commit was fenced off: stop writing at once
     ├── StoreError                   the job store cannot be reached (transient)
     └── NotFoundError                no such export in the caller's project
@@ -90,6 +91,13 @@ class SinkError(EgressError):
 
 class SinkUnavailableError(SinkError):
     """The destination is unreachable, failing (5xx) or throttling, after retries."""
+
+    transient = True
+
+
+class DestinationFullError(SinkError):
+    """The destination's file system is full or over quota (ENOSPC, EDQUOT): committed
+    work is kept, and a retry or resume succeeds once space is freed."""
 
     transient = True
 

@@ -19,6 +19,7 @@ from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
+from egress.domain.progress import shown_task_state
 from egress.engine.manifest import MANIFEST, SUCCESS
 from egress.engine.selection import check_selection
 from egress.exceptions import ConfigError, NotFoundError
@@ -297,7 +298,8 @@ def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> di
     dest = settings.destination(export.destination)
     local_root = export_root(settings, export) if dest.get("type", "local") == "local" else None
     files = []
-    for task in tasks:
+    # only files that exist: none once the export's outputs are (being) removed
+    for task in [] if export.outputs_removed else tasks:
         for f in (task.checkpoint or {}).get("files", []):
             files.append(
                 {
@@ -321,7 +323,7 @@ def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> di
         "tables": [
             {
                 "table": t.table,
-                "status": str(t.state),
+                "status": shown_task_state(export.state, t.state),
                 "rows": t.rows,
                 "rows_estimate": t.rows_estimate,
                 "bytes": t.bytes,

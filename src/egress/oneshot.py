@@ -4,13 +4,15 @@ The same checkpoint protocol as the job system, with the checkpoints kept in
 ``OUT/.egress/state.json`` instead of a job store: after a crash, a kill or Ctrl-C,
 ``resume=True`` continues from the last committed part and the output is byte-identical
 to an uninterrupted run. Once the manifest and ``_SUCCESS`` are written the state
-directory is removed. An export to object storage (``to="s3://bucket/prefix"``) keeps
+directory is removed; a run failing before it started a file removes what it created
+(``egress.leftovers``). An export to object storage (``to="s3://bucket/prefix"``) keeps
 its checkpoint in a local state directory instead (``state_dir``, by default
 ``EGRESS_HOME/oneshot/<sha256 of the destination>``): a bucket has no atomic rename.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
@@ -29,20 +31,22 @@ from urllib.parse import urlsplit, urlunsplit
 from egress.config import default_home
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.engine.manifest import MANIFEST, SUCCESS, TableResult, build_manifest, write_manifest
+from egress.engine.naming import STATE_DIR
 from egress.engine.plan import DEFAULT_PART_SIZE, plan_task
 from egress.engine.slice import Task, run_slice
 from egress.exceptions import ConfigError, EgressError, ResumeMismatchError, SinkError
 from egress.formats import check_format, get_compression, make_format
+from egress.leftovers import Leftovers
 from egress.sinks import is_local, open_sink
 from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
+from egress.sinks.oserrors import writing
 from egress.sources import open_source, redact_url
 from egress.sources.base import Source, TableInfo
-from egress.sources.query import check_query, open_query_source
+from egress.sources.query import Query, check_query, open_query_source
 
 log = logging.getLogger(__name__)
 
-STATE_DIR = ".egress"
 STATE_FILE = "state.json"
 #: Request fields that must match on --resume.
 _COMPARED = ("source", "tables", "format", "compression", "max_file_size", "options", "query")
@@ -84,14 +88,20 @@ class _StateFile:
             raise ConfigError(f"cannot read the checkpoint {self.path}: {exc}") from exc
 
     def save(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.data, f)
-            f.flush()
-            if self.fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with writing(self.path, "write the checkpoint"):
+                self.dir.mkdir(parents=True, exist_ok=True)
+                with open(tmp, "w") as f:
+                    json.dump(self.data, f)
+                    f.flush()
+                    if self.fsync:
+                        os.fsync(f.fileno())
+                os.replace(tmp, self.path)
+        except SinkError:
+            with contextlib.suppress(OSError):  # the previous checkpoint stays whole
+                tmp.unlink(missing_ok=True)
+            raise
 
 
 def export(
@@ -146,7 +156,43 @@ def export(
     elif not tables and not all_tables:
         raise ConfigError("name at least one table, or ask for all tables")
     stop = should_stop or (lambda: False)
+    made = Leftovers.before_open(to)
     sink, state = _open(to, fsync, state_dir, sink_options)
+    made.note_state_dir(state.dir)
+    try:
+        return _export(source, names=tables, all_tables=all_tables, checked=checked,
+                       sink=sink, state=state, format=format, compression=compression,
+                       max_file_size=max_file_size, part_size=part_size, part_rows=part_rows,
+                       slice_seconds=slice_seconds, resume=resume, options=options,
+                       progress=progress, stop=stop, query_timeout=query_timeout)
+    except BaseException:
+        # a run that committed nothing leaves nothing; otherwise --resume continues it
+        made.remove_if_unused(
+            e.get("checkpoint", {}) for e in state.data.get("tasks", {}).values())
+        raise
+
+
+def _export(
+    source: str,
+    *,
+    names: Sequence[str] | None,
+    all_tables: bool,
+    checked: Query | None,
+    sink: Sink,
+    state: _StateFile,
+    format: str,
+    compression: str,
+    max_file_size: int | None,
+    part_size: int,
+    part_rows: int | None,
+    slice_seconds: float,
+    resume: bool,
+    options: dict[str, Any] | None,
+    progress: Progress | None,
+    stop: Callable[[], bool],
+    query_timeout: float,
+) -> ExportResult:
+    tables = names
     out = sink.root if isinstance(sink, LocalSink) else sink.location
     where = sink.location
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from egress.domain.checkpoint import TaskSpec
-from egress.engine.naming import file_name, safe_base_name
+from egress.engine.naming import (
+    RESERVED_NAMES,
+    assert_data_names_allowed,
+    file_name,
+    output_base_name,
+    safe_base_name,
+)
+from egress.exceptions import ConfigError
 from egress.formats import get_compression, make_format
 
 
@@ -38,3 +45,49 @@ def test_file_names() -> None:
     assert file_name(spec(1000), 2, csv, gz) == "t-00002.csv.gz"
     parquet = make_format("parquet", {})
     assert file_name(spec(), 3, parquet, get_compression("none")) == "t/part-00003.parquet"
+
+
+@pytest.mark.parametrize(
+    ("table", "fmt", "compression", "max_file_size"),
+    [
+        ("manifest", "json", "none", None),  # manifest.json
+        ("MANIFEST", "json", "none", None),  # the same file on a case-insensitive file system
+        ("manifest.json", "parquet", "none", None),  # a directory named manifest.json
+        ("_SUCCESS", "parquet", "zstd", None),  # a directory named _SUCCESS
+        ("_success", "parquet", "none", None),
+    ],
+)
+def test_names_egress_writes_itself_are_never_data_files(
+    table: str, fmt: str, compression: str, max_file_size: int | None
+) -> None:
+    format_, comp = make_format(fmt, {}), get_compression(compression)
+    base = output_base_name(table, format_, comp, numbered=max_file_size is not None)
+    assert base.startswith(safe_base_name(table) + "-")  # the table's name, then a hash
+    spec = TaskSpec(table=table, format=fmt, compression=compression, part_rows=1,
+                    base_name=base, max_file_size=max_file_size)
+    top = file_name(spec, 1, format_, comp).split("/")[0]
+    assert top.casefold() not in {n.casefold() for n in RESERVED_NAMES}
+    assert base == output_base_name(table, format_, comp, numbered=False)  # deterministic
+    assert_data_names_allowed([file_name(spec, 1, format_, comp)])
+
+
+@pytest.mark.parametrize(
+    ("table", "fmt", "compression", "numbered"),
+    [("manifest", "csv", "none", False), ("manifest", "json", "gzip", False),
+     ("manifest", "json", "none", True), ("_SUCCESS", "csv", "none", False),
+     ("egress", "json", "none", False)],
+)
+def test_names_that_do_not_collide_are_kept(
+    table: str, fmt: str, compression: str, numbered: bool
+) -> None:
+    base = output_base_name(table, make_format(fmt, {}), get_compression(compression),
+                            numbered=numbered)
+    assert base == table
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "_SUCCESS", "Manifest.JSON",
+                                  "_SUCCESS/part-00001.parquet", ".egress/state.json"])
+def test_a_checkpoint_naming_a_reserved_file_is_refused(name: str) -> None:
+    with pytest.raises(ConfigError, match="reserved") as info:
+        assert_data_names_allowed(["t.csv", name])
+    assert repr(name) in str(info.value) and "manifest.json" in str(info.value)

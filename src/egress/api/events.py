@@ -35,7 +35,7 @@ import anyio.to_thread
 from starlette.applications import Starlette
 
 from egress.domain.jobs import ExportState, TaskState
-from egress.domain.progress import ExportProgress
+from egress.domain.progress import ExportProgress, shown_task_state
 from egress.store.base import JobStore
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def _view(p: ExportProgress, rate: float | None) -> dict[str, Any]:
         "started_at": p.started_at,
         "finished_at": p.finished_at,
         "tables": [
-            {"table": t.table, "status": str(t.state), "rows": t.rows,
+            {"table": t.table, "status": shown_task_state(p.state, t.state), "rows": t.rows,
              "rows_estimate": t.rows_estimate, "bytes": t.bytes, "attempts": t.attempts,
              "error": t.error}
             for t in p.tasks

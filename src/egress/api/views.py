@@ -16,7 +16,7 @@ from egress import manager
 from egress.api.schemas import ExportPublic, ExportSummary, FilePublic, TableProgress
 from egress.config import Settings
 from egress.domain.jobs import ExportRecord, ExportState
-from egress.domain.progress import ExportProgress
+from egress.domain.progress import ExportProgress, shown_task_state
 from egress.store.base import JobStore
 
 ACTIVE_STATES = ("queued", "running")
@@ -110,7 +110,8 @@ def export_summaries(
     for export in exports:
         p = progress.get(export.id)
         tables = [
-            TableProgress(table=t.table, status=str(t.state), rows=t.rows,
+            TableProgress(table=t.table, status=shown_task_state(export.state, t.state),
+                          rows=t.rows,
                           rows_estimate=t.rows_estimate, bytes=t.bytes, attempts=t.attempts,
                           error=t.error)
             for t in (p.tasks if p else ())

@@ -7,7 +7,8 @@ code   meaning
 1      any other egress error (e.g. a lost lease)
 2      usage or configuration: bad option, unknown format, --resume mismatch…
 3      the source: cannot open or reach it, unknown table, unreadable data
-4      the destination: output directory not writable, a file cannot be written
+4      the destination: output directory not writable, a file cannot be written, the disk
+       is full, over quota or read-only (files, checkpoint, manifest)
 130    stopped by Ctrl-C (SIGINT); 143 stopped by SIGTERM: committed work is kept
 =====  ==========================================================================
 """

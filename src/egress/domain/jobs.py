@@ -77,12 +77,21 @@ class ExportRecord:
     cancel_requested: bool = False
     #: The files of this completed export were removed after the retention period.
     expired_at: float | None = None
+    #: The outputs of this cancelled or failed export were removed by the reconciler.
+    cleaned_at: float | None = None
 
     @property
     def status(self) -> str:
         """What users see: the state, or ``expired`` for a completed export whose files
         were removed after the retention period."""
         return "expired" if self.expired_at is not None else str(self.state)
+
+    @property
+    def outputs_removed(self) -> bool:
+        """Its files are gone or about to be (a cancelled export is cleaned at once; a
+        failed one after its retention; a completed one when it expires): list none."""
+        return (self.state is ExportState.CANCELLED or self.cleaned_at is not None
+                or self.expired_at is not None)
 
     def evolve(self, **changes: Any) -> ExportRecord:
         return dataclasses.replace(self, **changes)

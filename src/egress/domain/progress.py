@@ -11,6 +11,14 @@ from dataclasses import dataclass
 from egress.domain.jobs import ExportState, TaskState
 
 
+def shown_task_state(export: ExportState, task: TaskState) -> str:
+    """A task's state as users see it: none of a cancelled export's tables is ``done``
+    (or still ``running`` or ``queued``), since its outputs are removed."""
+    if export is ExportState.CANCELLED and task is not TaskState.FAILED:
+        return str(TaskState.CANCELLED)
+    return str(task)
+
+
 @dataclass(frozen=True)
 class TaskProgress:
     table: str

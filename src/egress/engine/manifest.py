@@ -11,11 +11,9 @@ from typing import Any
 from egress import __version__
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.keys import Key
+from egress.engine.naming import MANIFEST, SUCCESS, assert_data_names_allowed
 from egress.sinks.base import Sink
 from egress.sources.base import Column, TableInfo
-
-MANIFEST = "manifest.json"
-SUCCESS = "_SUCCESS"
 
 
 @dataclass(frozen=True)
@@ -116,6 +114,8 @@ def build_manifest(
 
 
 def write_manifest(sink: Sink, manifest: dict[str, Any]) -> None:
-    """Manifest first, marker last: a ``_SUCCESS`` always has a complete manifest beside it."""
+    """Manifest first, marker last: a ``_SUCCESS`` always has a complete manifest beside it.
+    Never over a data file of the same name."""
+    assert_data_names_allowed(f["name"] for f in manifest["files"])
     sink.put_object(MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
     sink.put_object(SUCCESS, b"")

@@ -1,29 +1,79 @@
-"""Names of output files. Built by egress only: user text never becomes a path as is."""
+"""Names of output files. Built by egress only: user text never becomes a path as is.
+
+Beside the data files egress writes ``manifest.json``, the ``_SUCCESS`` marker and (local
+one-shot exports) the ``.egress`` state directory. A data file never takes one of those
+names: a table whose output would (``manifest`` in JSON, ``_SUCCESS`` as a Parquet
+dataset…) gets the same hash suffix as an unsafe name, decided once when it is planned.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 
 from egress.domain.checkpoint import TaskSpec
+from egress.exceptions import ConfigError
 from egress.formats import Format
 from egress.formats.compression import Compression
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+MANIFEST = "manifest.json"
+SUCCESS = "_SUCCESS"
+STATE_DIR = ".egress"
+#: Top-level names egress writes itself; compared case-insensitively, as some file
+#: systems (macOS, Windows) and S3 clients that mirror to them do.
+RESERVED_NAMES = (MANIFEST, SUCCESS, STATE_DIR)
+_RESERVED = frozenset(n.casefold() for n in RESERVED_NAMES)
+
+
+def _hash(table: str) -> str:
+    return hashlib.sha256(table.encode()).hexdigest()[:8]
 
 
 def safe_base_name(table: str) -> str:
     """A file-name-safe form of a table name; a short hash keeps changed names distinct."""
     base = _UNSAFE.sub("_", table).lstrip(".") or "table"
     if base != table:
-        base += "-" + hashlib.sha256(table.encode()).hexdigest()[:8]
+        base += "-" + _hash(table)
     return base
+
+
+def _name(base: str, numbered: bool, index: int, fmt: Format, compression: Compression) -> str:
+    if fmt.self_contained:
+        return f"{base}/part-{index:05d}.{fmt.extension}"
+    number = f"-{index:05d}" if numbered else ""
+    return f"{base}{number}.{fmt.extension}{compression.suffix}"
+
+
+def _reserved(name: str) -> bool:
+    return name.split("/", 1)[0].casefold() in _RESERVED
+
+
+def output_base_name(
+    table: str, fmt: Format, compression: Compression, *, numbered: bool
+) -> str:
+    """The base name of ``table``'s files: ``safe_base_name``, plus its hash suffix when a
+    file would take a reserved name (only the first file can: numbered names are longer)."""
+    base = safe_base_name(table)
+    if _reserved(_name(base, numbered, 1, fmt, compression)):
+        base = f"{base}-{_hash(table)}"
+    return base
+
+
+def assert_data_names_allowed(names: Iterable[str]) -> None:
+    """Refuse data files named like egress's own (a checkpoint planned by a version
+    that did not rename them): writing the manifest would destroy them."""
+    for name in names:
+        if _reserved(name):
+            raise ConfigError(
+                f"data file {name!r} takes a name reserved for egress's own files "
+                f"({', '.join(RESERVED_NAMES)}); export the table again to get a renamed file"
+            )
 
 
 def file_name(spec: TaskSpec, index: int, fmt: Format, compression: Compression) -> str:
     """``events.csv.gz``; ``events-00002.csv.gz`` when files are split by size;
     ``events/part-00001.parquet`` for a Parquet dataset."""
-    if fmt.self_contained:
-        return f"{spec.base_name}/part-{index:05d}.{fmt.extension}"
-    numbered = f"-{index:05d}" if spec.max_file_size else ""
-    return f"{spec.base_name}{numbered}.{fmt.extension}{compression.suffix}"
+    return _name(spec.base_name, bool(spec.max_file_size), index, fmt, compression)

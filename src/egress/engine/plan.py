@@ -6,7 +6,7 @@ from typing import Any
 
 from egress.domain.checkpoint import TaskSpec
 from egress.domain.predicate import Predicate
-from egress.engine.naming import safe_base_name
+from egress.engine.naming import output_base_name
 from egress.engine.selection import selected_schema
 from egress.formats import get_compression, make_format
 from egress.sources.base import Source, TableInfo
@@ -59,7 +59,8 @@ def plan_task(
         format=format,
         compression=compression,
         part_rows=max(1, int(part_rows)),
-        base_name=safe_base_name(table.name),
+        base_name=output_base_name(table.name, fmt, get_compression(compression),
+                                   numbered=bool(max_file_size)),
         format_options=opts,
         min_part_bytes=min_part_bytes,
         max_file_size=max_file_size,

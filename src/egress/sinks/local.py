@@ -8,6 +8,7 @@ crash replace it; the file is cut to its committed size when it is completed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -19,6 +20,7 @@ from typing import Any
 
 from egress.domain.checkpoint import PartRecord
 from egress.exceptions import SinkError
+from egress.sinks.oserrors import destination_error, writing
 
 STAGING = Path(".egress") / "staging"
 
@@ -45,7 +47,7 @@ class LocalSink:
         try:
             (self.root / STAGING).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise SinkError(f"output directory {self.root} is not writable: {exc}") from exc
+            raise destination_error(exc, f"output directory {self.root} is not writable") from exc
         if not os.access(self.root, os.W_OK):
             raise SinkError(f"output directory {self.root} is not writable")
         self._digests: dict[str, _Digest] = {}
@@ -64,10 +66,11 @@ class LocalSink:
 
     def start_file(self, name: str) -> dict[str, Any]:
         staged = self._staged(name)
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        # Never truncate here: a writer that lost its lease may still call this while the
-        # new owner appends to the same staged file.
-        staged.touch(exist_ok=True)
+        with writing(staged):
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            # Never truncate here: a writer that lost its lease may still call this while
+            # the new owner appends to the same staged file.
+            staged.touch(exist_ok=True)
         return {}
 
     def put_part(
@@ -99,7 +102,7 @@ class LocalSink:
                 os.close(fd)
             self._hash(name, offset, data)
         except OSError as exc:
-            raise SinkError(f"cannot write {staged}: {exc}") from exc
+            raise destination_error(exc, f"cannot write {staged}") from exc
         return None
 
     def complete_file(
@@ -110,12 +113,13 @@ class LocalSink:
             actual = staged.stat().st_size
             if actual < size:
                 raise SinkError(f"staged file {staged} holds {actual} bytes, expected {size}")
-            with open(staged, "r+b") as f:
-                f.truncate(size)  # drop bytes of a part that was never committed
-                if self.fsync:
-                    os.fsync(f.fileno())
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staged, final)
+            with writing(final):
+                with open(staged, "r+b") as f:
+                    f.truncate(size)  # drop bytes of a part that was never committed
+                    if self.fsync:
+                        os.fsync(f.fileno())
+                final.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(staged, final)
         elif not final.exists() or final.stat().st_size != size:
             raise SinkError(f"neither a staged nor a final file for {name!r} of {size} bytes")
         digest = self._digests.pop(name, None)
@@ -157,21 +161,29 @@ class LocalSink:
 
     def abort_file(self, name: str, state: dict[str, Any]) -> None:
         self._digests.pop(name, None)
-        self._staged(name).unlink(missing_ok=True)
+        staged = self._staged(name)
+        with writing(staged, "remove"):
+            staged.unlink(missing_ok=True)
 
     def put_object(self, name: str, data: bytes) -> None:
         final = self.path(name)
-        final.parent.mkdir(parents=True, exist_ok=True)
         # written in the staging area, so a kill never leaves a stray file beside the outputs
         # unique per writer: two finalizers of one export may write the manifest at once
         tmp = self._staged(f"{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            if self.fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, final)
+        try:
+            with writing(final):
+                final.parent.mkdir(parents=True, exist_ok=True)
+                tmp.parent.mkdir(parents=True, exist_ok=True)
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    if self.fsync:
+                        os.fsync(f.fileno())
+                os.replace(tmp, final)
+        except SinkError:
+            with contextlib.suppress(OSError):  # a half-written copy only takes space
+                tmp.unlink(missing_ok=True)
+            raise
 
     def get_object(self, name: str) -> bytes:
         try:
@@ -183,7 +195,9 @@ class LocalSink:
         return self.path(name).exists()
 
     def delete(self, name: str) -> None:
-        self.path(name).unlink(missing_ok=True)
+        path = self.path(name)
+        with writing(path, "remove"):
+            path.unlink(missing_ok=True)
 
 
 def sha256_file(path: Path) -> str:

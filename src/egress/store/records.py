@@ -34,6 +34,7 @@ def export_record(row: sa.Row[Any]) -> ExportRecord:
         max_duration=None if m["max_duration"] is None else float(m["max_duration"]),
         cancel_requested=bool(m["cancel_requested"]),
         expired_at=m["expired_at"],
+        cleaned_at=m["cleaned_at"],
     )
 
 

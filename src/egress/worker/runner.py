@@ -71,8 +71,13 @@ class TaskRunner:
         token = task.lease_token
         assert token is not None
         opts = export.options
-        sink = open_sink(self.settings, export)
+        # the source first: a source that cannot be opened leaves no folder at the sink
         source = export_source(self.settings, export)
+        try:
+            sink = open_sink(self.settings, export)
+        except BaseException:
+            source.close()
+            raise
         try:
             info = source.describe(task.table)
             pending_spec: dict | None = None
