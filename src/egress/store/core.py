@@ -32,6 +32,7 @@ from egress.store.engine import (
     now_sql,
     token_sql,
 )
+from egress.store.files import secure_sqlite_files
 from egress.store.schema import deliveries, exports, task_events, tasks
 from egress.store.writelock import WriteLock
 
@@ -60,6 +61,7 @@ class SqlCore:
         self._write_lock: WriteLock | None = None
         parsed = normalize_url(url)
         if parsed.get_backend_name() == "sqlite":
+            secure_sqlite_files(Path(str(parsed.database)))  # it holds secrets: 0600
             self._write_lock = WriteLock(Path(f"{parsed.database}-writelock"))
         self._engine = make_engine(url, write_lock=self._write_lock, **engine_kwargs)
         self.dialect = self._engine.dialect.name
