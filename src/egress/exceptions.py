@@ -15,7 +15,8 @@
     │   └── DestinationFullError     no space left or over quota on disk (transient)
     ├── LeaseLostError               a checkpoint commit was fenced off: stop writing at once
     ├── StoreError                   the job store cannot be reached (transient)
-    └── NotFoundError                no such export in the caller's project
+    ├── NotFoundError                no such export in the caller's project
+    └── ActiveLimitError             the project has its most exports queued or running
     (ConfigError also has IdempotencyConflictError: a key reused with another request)
 
 Third-party errors are converted at the boundary with ``raise X(...) from exc``.
@@ -118,3 +119,7 @@ class IdempotencyConflictError(ConfigError):
 
 class NotFoundError(EgressError):
     """An export (or other record) that does not exist in the caller's project."""
+
+
+class ActiveLimitError(EgressError):
+    """A create refused: the project has as many exports queued or running as allowed."""

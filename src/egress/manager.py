@@ -131,11 +131,14 @@ def create_export(
     *,
     project: str = DEFAULT_PROJECT,
     idempotency_key: str | None = None,
+    active_cap: int | None = None,
 ) -> tuple[ExportRecord, bool]:
     """Check the request against the catalog and queue one task per table.
 
     Returns (export, created); with an idempotency key already used for the same
-    request the existing export comes back with created False.
+    request the existing export comes back with created False. With ``active_cap``
+    the project may have at most that many exports queued or running
+    (ActiveLimitError).
     """
     check_project(project)
     check_format(request.format)
@@ -190,7 +193,7 @@ def create_export(
         )
         for i, info in enumerate(infos)
     ]
-    return store.export_create(export, tasks)
+    return store.export_create(export, tasks, active_cap=active_cap)
 
 
 def get_export(store: JobStore, project: str, export_id: str) -> ExportRecord:

@@ -39,6 +39,7 @@ from egress.api.links import check_public_url, load_link_key
 from egress.api.ratelimit import RateLimiter
 from egress.config import Settings
 from egress.exceptions import ConfigError
+from egress.home import ensure_home
 from egress.redact import install_log_redaction
 from egress.store.base import JobStore
 
@@ -169,7 +170,7 @@ async def reject_unknown_query(request: Request) -> None:
 def _open_store(settings: Settings) -> JobStore:
     from egress.store.sql import SqlJobStore
 
-    settings.home.mkdir(parents=True, exist_ok=True)
+    ensure_home(settings.home)
     store = SqlJobStore(settings.store_url)
     store.migrate()
     return store

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from egress.config import Settings
 from egress.exceptions import ConfigError
+from egress.home import ensure_home
 
 KEY_FILE = "api-link-key"
 #: Link payloads longer than this are not even decoded.
@@ -48,7 +49,7 @@ def load_link_key(settings: Settings) -> bytes:
         return path.read_bytes().strip()
     except FileNotFoundError:
         pass
-    settings.home.mkdir(parents=True, exist_ok=True)
+    ensure_home(settings.home)
     key = secrets.token_hex(32).encode()
     try:
         # O_EXCL: of several processes starting at once, one writes and the others read

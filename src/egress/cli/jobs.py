@@ -16,6 +16,7 @@ import click
 from egress import manager
 from egress.config import Settings, load_settings
 from egress.domain.jobs import ExportState
+from egress.home import ensure_home
 from egress.store.base import JobStore
 
 home_option = click.option(
@@ -31,7 +32,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Machine-read
 def open_store(settings: Settings) -> JobStore:
     from egress.store.sql import SqlJobStore
 
-    settings.home.mkdir(parents=True, exist_ok=True)
+    ensure_home(settings.home)
     store = SqlJobStore(settings.store_url)
     store.migrate()
     return store

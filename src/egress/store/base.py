@@ -52,12 +52,16 @@ class JobStore(Protocol):
 
     # --- exports ----------------------------------------------------------------------
     def export_create(
-        self, export: ExportRecord, tasks: Sequence[TaskRecord]
+        self, export: ExportRecord, tasks: Sequence[TaskRecord], *,
+        active_cap: int | None = None,
     ) -> tuple[ExportRecord, bool]:
         """Insert the export and its tasks in one transaction; returns (record, created).
 
         With an idempotency key already used in the project: the same ``request_hash``
         returns the existing export and False; another raises IdempotencyConflictError.
+        With ``active_cap``: ActiveLimitError if the project has that many exports queued
+        or running, counted in the inserting transaction (concurrent creates queue on
+        the project, so no interleaving passes the cap).
         """
         ...
 

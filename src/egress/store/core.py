@@ -28,9 +28,11 @@ from egress.store.engine import (
     is_disconnect,
     is_retryable,
     make_engine,
+    normalize_url,
     now_sql,
     token_sql,
 )
+from egress.store.files import secure_sqlite_files
 from egress.store.schema import deliveries, exports, task_events, tasks
 from egress.store.writelock import WriteLock
 
@@ -53,14 +55,16 @@ def running_tasks(export_id: Any) -> sa.Exists:
 
 class SqlCore:
     def __init__(self, url: str, **engine_kwargs: Any) -> None:
-        self._engine = make_engine(url, **engine_kwargs)
-        self.dialect = self._engine.dialect.name
         # SQLite has one writer at a time: the threads and processes of egress queue for
         # it on a lock file instead of in SQLite's busy handler, whose sleeps (1, 2, 5,
         # 10 … ms) were the API's tail latency under concurrent creates (writelock.py).
         self._write_lock: WriteLock | None = None
-        if self.dialect == "sqlite":
-            self._write_lock = WriteLock(Path(f"{self._engine.url.database}-writelock"))
+        parsed = normalize_url(url)
+        if parsed.get_backend_name() == "sqlite":
+            secure_sqlite_files(Path(str(parsed.database)))  # it holds secrets: 0600
+            self._write_lock = WriteLock(Path(f"{parsed.database}-writelock"))
+        self._engine = make_engine(url, write_lock=self._write_lock, **engine_kwargs)
+        self.dialect = self._engine.dialect.name
         self._writer: contextlib.AbstractContextManager[object] = (
             self._write_lock or contextlib.nullcontext()
         )
@@ -86,10 +90,18 @@ class SqlCore:
     # --- lifecycle ----------------------------------------------------------------------
 
     def migrate(self) -> None:
-        from egress.store.migrations import upgrade
+        from egress.store.migrations import is_current, upgrade
 
         try:
-            upgrade(self._engine)
+            # Every worker migrates at start: a current schema is only read, never
+            # waits for a writer.
+            if self._tx(is_current, read_only=True):
+                return
+            # Alembic reads the version once, then commits revision by revision: a
+            # second migrator must not start in between (SQLite: the writers' lock file;
+            # PostgreSQL: env.py's advisory lock).
+            with self._writer:
+                upgrade(self._engine)
         except sa.exc.DBAPIError as exc:
             raise StoreError(f"job store migration failed: {exc.orig}") from exc
 

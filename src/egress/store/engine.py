@@ -17,6 +17,7 @@ autocommit (see ``READ_ONLY``).
 
 from __future__ import annotations
 
+import contextlib
 import select
 import sqlite3
 from typing import Any
@@ -71,13 +72,18 @@ PG_IDLE_IN_TRANSACTION_MS = 5000
 PG_LOCK_TIMEOUT_MS = 10000
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
+def make_engine(
+    url: str, *, write_lock: contextlib.AbstractContextManager[object] | None = None,
+    **kwargs: Any,
+) -> Engine:
+    """``write_lock`` (SQLite): the lock the store's writers share; a new database file
+    is switched to WAL under it."""
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
         engine = sa.create_engine(
             parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, **kwargs
         )
-        _sqlite_hooks(engine)
+        _sqlite_hooks(engine, write_lock or contextlib.nullcontext())
         return engine
     # A worker frozen mid-transaction (SIGSTOP, a long GC pause, a lost VM) would hold
     # its row locks for ever and block every claim of that task: the server ends such
@@ -115,14 +121,21 @@ def _drop_if_closed_by_server(dbapi_conn: Any, _record: Any, _proxy: Any) -> Non
         raise sa.exc.DisconnectionError("the server closed the connection")
 
 
-def _sqlite_hooks(engine: Engine) -> None:
+def _sqlite_hooks(engine: Engine, write_lock: contextlib.AbstractContextManager[object]
+                  ) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         # The driver must not open transactions itself; the "begin" hook below does.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        # WAL is a property of the file: set once, by the first connection. Switching
+        # answers "database is locked" at once (no busy wait) while another process
+        # switches too, so processes that open a new store together take turns; a
+        # connection to a store in WAL already only reads the mode and waits for none.
+        if cur.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            with write_lock:
+                cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA foreign_keys=ON")
         # Durable across process crashes; a power loss may drop the newest commits,
         # which the checkpoint protocol survives (a part is redone).

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import sqlalchemy as sa
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
 
 from egress.domain.access import AuditEntry
 from egress.store.core import SqlCore
@@ -21,14 +18,6 @@ def audit_entry(row: sa.Row[Any]) -> AuditEntry:
         export_id=m["export_id"], client_address=m["client_address"],
         details=m["details"] or {}, at=m["at"],
     )
-
-
-@functools.cache
-def _heads() -> tuple[str, ...]:
-    """The newest revision(s) shipped with this code (reading the scripts costs ms)."""
-    from egress.store.migrations import HERE
-
-    return tuple(ScriptDirectory(str(HERE)).get_heads())
 
 
 class AuditOps(SqlCore):
@@ -63,12 +52,6 @@ class AuditOps(SqlCore):
     def schema_current(self) -> bool:
         """Whether the store is reachable and migrated to the newest revision this code
         knows (``/readyz``); raises StoreError when it cannot be reached."""
-        from egress.store.migrations import VERSION_TABLE
+        from egress.store.migrations import is_current
 
-        head = _heads()
-
-        def run(conn: sa.Connection) -> bool:
-            ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
-            return set(ctx.get_current_heads()) == set(head)
-
-        return self._tx(run, read_only=True)
+        return self._tx(is_current, read_only=True)

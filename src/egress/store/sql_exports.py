@@ -10,7 +10,12 @@ from sqlalchemy.engine import Connection
 
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord
-from egress.exceptions import IdempotencyConflictError, StoreError
+from egress.exceptions import (
+    ActiveLimitError,
+    ConfigError,
+    IdempotencyConflictError,
+    StoreError,
+)
 from egress.failures import public_and_detail
 from egress.store import records
 from egress.store.core import ACTIVE, DEAD, TERMINAL, SqlCore, running_tasks
@@ -22,10 +27,22 @@ def _not_done(export_id: Any) -> sa.Exists:
     return sa.exists().where(task_table.c.export_id == export_id, task_table.c.state != "done")
 
 
+def _count_active(project: str | None, limit: int | None) -> sa.Select[Any]:
+    active = sa.select(sa.literal(1)).where(exports.c.state.in_(ACTIVE))
+    if project is not None:
+        active = active.where(exports.c.project == project)
+    if limit is not None:  # stop counting there: a cap check needs no more
+        active = active.limit(limit)
+    return sa.select(sa.func.count()).select_from(active.subquery())
+
+
 class ExportOps(SqlCore):
     def export_create(
-        self, export: ExportRecord, tasks: Sequence[TaskRecord]
+        self, export: ExportRecord, tasks: Sequence[TaskRecord], *,
+        active_cap: int | None = None,
     ) -> tuple[ExportRecord, bool]:
+        if active_cap is not None and active_cap < 1:
+            raise ConfigError(f"active export cap must be at least 1, got {active_cap}")
         export_id = export.id or new_id("exp")
         by_key = sa.select(exports).where(
             exports.c.project == export.project,
@@ -33,15 +50,16 @@ class ExportOps(SqlCore):
         )
 
         def run(conn: Connection) -> tuple[ExportRecord, bool]:
+            if active_cap is not None:
+                self._lock_project(conn, export.project)
             if export.idempotency_key is not None:
                 found = conn.execute(by_key).first()
                 if found is not None:
                     return self._replay(found, export), False
-            conn.execute(
-                self._insert(projects)
-                .values(id=export.project, created_at=self._now)
-                .on_conflict_do_nothing(index_elements=["id"])
-            )
+            if active_cap is None:
+                self._ensure_project(conn, export.project)
+            else:
+                self._check_active_cap(conn, export.project, active_cap)
             row = conn.execute(
                 exports.insert()
                 .values(**records.export_values(export, export_id), created_at=self._now,
@@ -69,6 +87,34 @@ class ExportOps(SqlCore):
                 err.transient = False
                 raise err from exc
             return self._replay(found, export), False
+
+    def _ensure_project(self, conn: Connection, project: str) -> None:
+        conn.execute(
+            self._insert(projects)
+            .values(id=project, created_at=self._now)
+            .on_conflict_do_nothing(index_elements=["id"])
+        )
+
+    def _lock_project(self, conn: Connection, project: str) -> None:
+        """Hold the project's row until commit, so that counting its active exports and
+        inserting one cannot interleave with another create of the project.
+
+        SQLite needs no row lock: its write transactions run one at a time (BEGIN
+        IMMEDIATE, behind the write-lock file). PostgreSQL: ``FOR NO KEY UPDATE``
+        queues the project's creates and lets foreign-key checks (KEY SHARE) pass.
+        """
+        self._ensure_project(conn, project)
+        if self.dialect == "postgresql":
+            conn.execute(sa.select(projects.c.id).where(projects.c.id == project)
+                         .with_for_update(key_share=True))
+
+    @staticmethod
+    def _check_active_cap(conn: Connection, project: str, cap: int) -> None:
+        if conn.execute(_count_active(project, cap)).scalar_one() >= cap:
+            raise ActiveLimitError(
+                f"project {project!r} has {cap} exports queued or running, the most "
+                "allowed; wait for one to finish or cancel one"
+            )
 
     @staticmethod
     def _replay(found: sa.Row[Any], export: ExportRecord) -> ExportRecord:
@@ -219,12 +265,7 @@ class ExportOps(SqlCore):
 
     def export_count_active(self, project: str | None = None, *, limit: int | None = None
                             ) -> int:
-        active = sa.select(sa.literal(1)).where(exports.c.state.in_(ACTIVE))
-        if project is not None:
-            active = active.where(exports.c.project == project)
-        if limit is not None:  # stop counting there: a cap check needs no more
-            active = active.limit(limit)
-        query = sa.select(sa.func.count()).select_from(active.subquery())
+        query = _count_active(project, limit)
         return int(self._tx(lambda c: c.execute(query).scalar_one(), read_only=True))
 
     def export_list_cancelled_with_outputs(self) -> list[ExportRecord]:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import subprocess
 import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,9 +18,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from egress.store.migrations import HERE, VERSION_TABLE, alembic_config
+from egress.store.migrations import HERE, LOCK_KEY, VERSION_TABLE, alembic_config
 from egress.store.schema import metadata
 from egress.store.sql import SqlJobStore
+from egress.store.writelock import WriteLock
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -97,25 +104,134 @@ def test_downgrade_removes_everything(empty_url: str):
         store.close()
 
 
-def test_concurrent_migrations_from_several_processes(empty_url: str):
-    """Every worker migrates at start: they must not trip over each other."""
-    code = (
-        "import sys; from egress.store.sql import SqlJobStore; "
-        "SqlJobStore(sys.argv[1]).migrate()"
-    )
+#: Migrates one fresh store per round; a round starts when the go file for it appears,
+#: so every process starts migrating it at once. Prints the errors of failed rounds.
+MIGRATOR = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from egress.store.sql import SqlJobStore
+
+    urls, go, me = sys.argv[1].split(","), Path(sys.argv[2]), sys.argv[3]
+    failed = 0
+    for round_, url in enumerate(urls):
+        (go / f"{round_}.{me}.ready").touch()
+        while not (go / f"{round_}.start").exists():
+            time.sleep(0.002)
+        store = SqlJobStore(url)
+        try:
+            store.migrate()
+        except Exception as exc:
+            failed += 1
+            print(f"round {round_}: {exc}", file=sys.stderr)
+        store.close()
+    sys.exit(1 if failed else 0)
+    """
+)
+
+
+def _migrate_at_once(urls: list[str], go: Path, processes: int) -> None:
+    """``processes`` migrators; per url a round that releases them all at once."""
+    go.mkdir()
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, empty_url], stderr=subprocess.PIPE,
-                         text=True)
-        for _ in range(3)
+        subprocess.Popen([sys.executable, "-c", MIGRATOR, ",".join(urls), str(go), str(i)],
+                         stderr=subprocess.PIPE, text=True)
+        for i in range(processes)
     ]
-    for proc in procs:
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
-    store = SqlJobStore(empty_url)
+    try:
+        deadline = time.monotonic() + 300
+        for round_ in range(len(urls)):
+            for i, proc in enumerate(procs):
+                while not (go / f"{round_}.{i}.ready").exists():
+                    assert proc.poll() is None, proc.communicate()
+                    assert time.monotonic() < deadline, "the migrators are stuck"
+                    time.sleep(0.005)
+            (go / f"{round_}.start").touch()
+        errors = []
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                errors.extend(err.strip().splitlines() or [f"exit {proc.returncode}"])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert errors == [], errors
+
+
+def _assert_current(url: str) -> None:
+    store = SqlJobStore(url)
     try:
         with store.engine.connect() as conn:
             ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
             assert ctx.get_current_revision() == ScriptDirectory(str(HERE)).get_current_head()
             assert compare_metadata(ctx, metadata) == []
+    finally:
+        store.close()
+
+
+def test_concurrent_migrations_from_several_processes(empty_url: str, tmp_path: Path):
+    """Every worker migrates at start: they must not trip over each other."""
+    _migrate_at_once([empty_url], tmp_path / "go", 4)
+    _assert_current(empty_url)
+
+
+ROUNDS = 30
+
+
+def test_simultaneous_first_migrations_of_a_fresh_sqlite_store(tmp_path: Path):
+    """Workers started together on a new SQLite file: several rounds, many processes
+    released at once, so that an unguarded migration collides in nearly every run."""
+    urls = [f"sqlite:///{tmp_path / f'fresh{r}.db'}" for r in range(ROUNDS)]
+    _migrate_at_once(urls, tmp_path / "go", 6)
+    for url in urls:
+        _assert_current(url)
+
+
+@contextlib.contextmanager
+def _a_writer_holds_the_store(url: str) -> Iterator[None]:
+    """Another process's writer mid-transaction, and a migrator holding its lock."""
+    if url.startswith("sqlite"):
+        db = sa.make_url(url).database
+        with WriteLock(Path(f"{db}-writelock")):
+            raw = sqlite3.connect(db, isolation_level=None)
+            try:
+                raw.execute("BEGIN IMMEDIATE")
+                yield
+            finally:
+                raw.close()
+        return
+    engine = sa.create_engine(sa.make_url(url).set(drivername="postgresql+psycopg"))
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": LOCK_KEY})
+            conn.commit()
+            yield
+    finally:
+        engine.dispose()
+
+
+def test_checking_a_current_schema_waits_for_no_writer(store_url: str):
+    """Every worker migrates at start; with the schema current that is a read, and it
+    must not wait for a writer (nor for a migrator) that holds the store."""
+    store = SqlJobStore(store_url)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def migrate() -> None:
+        try:
+            store.migrate()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        done.set()
+
+    try:
+        with _a_writer_holds_the_store(store_url):
+            thread = threading.Thread(target=migrate)
+            thread.start()
+            # generous: a read takes milliseconds; the old code waited for the writer
+            assert done.wait(8), "migrate() of a current schema waited for the writer"
+        thread.join(60)
+        assert errors == []
     finally:
         store.close()

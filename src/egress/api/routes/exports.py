@@ -32,7 +32,7 @@ from egress.api.views import events_url, export_public, export_summaries, status
 from egress.config import Settings
 from egress.domain.jobs import ExportState
 from egress.estimate import estimate_export
-from egress.exceptions import ConfigError
+from egress.exceptions import ActiveLimitError, ConfigError
 from egress.sources.query import Query as SqlQuery
 from egress.sources.query import check_query
 from egress.store.base import JobStore
@@ -121,14 +121,20 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
     )
 
 
+def _active_limit(project: str, cap: int) -> TooManyRequests:
+    return TooManyRequests(
+        f"project {project!r} has {cap} exports queued or running, the most allowed "
+        "(api.max_active_exports); wait for one to finish or cancel one",
+        retry_after=ACTIVE_LIMIT_RETRY_AFTER,
+    )
+
+
 def _check_active_limit(store: JobStore, settings: Settings, project: str) -> None:
+    """A cheap early refusal before the source's catalog is read; the binding check is
+    the store's, in the transaction that inserts the export."""
     cap = settings.api.max_active_exports
     if store.export_count_active(project, limit=cap) >= cap:
-        raise TooManyRequests(
-            f"project {project!r} has {cap} exports queued or running, the most allowed "
-            "(api.max_active_exports); wait for one to finish or cancel one",
-            retry_after=ACTIVE_LIMIT_RETRY_AFTER,
-        )
+        raise _active_limit(project, cap)
 
 
 @router.post(
@@ -154,8 +160,13 @@ def create_export(
         check_scope(principal, "exports:query")
     req = export_request(body, settings)
     _check_active_limit(store, settings, principal.project)
-    export, created = manager.create_export(store, settings, req, project=principal.project,
-                                            idempotency_key=idempotency_key)
+    cap = settings.api.max_active_exports
+    try:
+        export, created = manager.create_export(
+            store, settings, req, project=principal.project,
+            idempotency_key=idempotency_key, active_cap=cap)
+    except ActiveLimitError as exc:
+        raise _active_limit(principal.project, cap) from exc
     if created:
         # of a query, the audit log keeps its SHA-256 and length, never the text
         query = req.options.get("query")

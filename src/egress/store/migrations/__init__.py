@@ -1,17 +1,23 @@
 """Alembic migrations of the job store, run programmatically (no alembic.ini needed).
 
-``upgrade(engine)`` brings the schema to the newest revision; it is idempotent and
-safe to run from several processes at once (PostgreSQL: an advisory lock; SQLite:
-``BEGIN IMMEDIATE``). The revision scripts ship inside the package (``versions/``).
+``upgrade(engine)`` brings the schema to the newest revision; it is idempotent. Several
+processes may migrate at once only behind a lock that spans the whole upgrade
+(PostgreSQL: the advisory lock taken in ``env.py``; SQLite: the store's write-lock file,
+taken by ``SqlCore.migrate``), because Alembic reads the version once and then commits
+each revision on its own. ``is_current(conn)`` tells, by reading only, whether there
+is anything to do. The revision scripts ship inside the package (``versions/``).
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 HERE = Path(__file__).parent
 #: Not ``alembic_version``: the store may share a database with an application's own.
@@ -30,3 +36,16 @@ def alembic_config(connection: sa.Connection) -> Config:
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
     with engine.connect() as conn:
         command.upgrade(alembic_config(conn), revision)
+
+
+@functools.cache
+def heads() -> frozenset[str]:
+    """The newest revision(s) shipped with this code (reading the scripts costs ms)."""
+    return frozenset(ScriptDirectory(str(HERE)).get_heads())
+
+
+def is_current(conn: sa.Connection) -> bool:
+    """Whether the schema is at the newest revision; only reads (give it a read-only
+    connection and it waits for no writer)."""
+    ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+    return frozenset(ctx.get_current_heads()) == heads()
