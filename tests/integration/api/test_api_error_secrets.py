@@ -7,7 +7,6 @@ carry their password in the query string and in userinfo with characters (``#``,
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -26,10 +25,10 @@ from egress.cli import main
 from egress.config import WebhookSettings
 from egress.exceptions import SourceUnavailableError
 from egress.failures import describe_failure
-from egress.logs import KeyValueFormatter
 from egress.store.sql import SqlJobStore
 from egress.worker.loop import Worker
 from jobsharness import make_events_db
+from logcapture import LogCapture, capturing_logs
 from pgserver import free_port
 
 PASSWORD = "Zr9-pw#with/odd@chars"
@@ -37,27 +36,10 @@ PASSWORD = "Zr9-pw#with/odd@chars"
 FRAGMENTS = ("Zr9-pw", "with/odd", "odd@chars", "Zr9-pw%23")
 
 
-class Capture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.setFormatter(KeyValueFormatter())
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
-
-
 @pytest.fixture
-def captured() -> Iterator[Capture]:
-    root = logging.getLogger()
-    handler, level = Capture(), root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
+def captured() -> Iterator[LogCapture]:
+    with capturing_logs() as handler:
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 def _no_password(text: str, where: str) -> None:
@@ -87,7 +69,7 @@ def _run_worker_until_failed(store: SqlJobStore, settings, ids: list[str]) -> No
 
 
 def test_failed_exports_show_plain_errors_and_no_secret(
-        captured: Capture, settings, store: SqlJobStore, tokens: Tokens, pg_url: str,
+        captured: LogCapture, settings, store: SqlJobStore, tokens: Tokens, pg_url: str,
         tmp_path: Path):
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE orders (id bigint PRIMARY KEY, note text)")

@@ -4,7 +4,6 @@ password, link-signing key, signed link or presigned-URL signature appears in th
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from collections.abc import Iterator
@@ -17,38 +16,16 @@ import pytest
 
 from apiharness import LINK_KEY, Api, LiveServer, Tokens
 from egress.api.app import create_app
-from egress.logs import KeyValueFormatter
 from egress.store.sql import SqlJobStore
+from logcapture import LogCapture, capturing_logs
 
 PASSWORD = "Pa55-w0rd-that-must-never-be-logged"
 
 
-class Capture(logging.Handler):
-    """Every record of every logger, formatted with its extra fields; the test's own
-    thread (its HTTP client) is left out: only the server's side is checked."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.setFormatter(KeyValueFormatter())
-        self.lines: list[str] = []
-        self.client_thread = threading.get_ident()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.thread != self.client_thread:
-            self.lines.append(self.format(record))
-
-
 @pytest.fixture
-def captured() -> Iterator[Capture]:
-    root = logging.getLogger()
-    handler, level = Capture(), root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
+def captured() -> Iterator[LogCapture]:
+    with capturing_logs(threading.get_ident()) as handler:
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 @pytest.fixture
@@ -62,7 +39,7 @@ def pg_source(pg_url: str) -> str:
     return parts._replace(netloc=f"postgres:{PASSWORD}@{parts.hostname}:{parts.port}").geturl()
 
 
-def test_no_secret_in_the_logs_of_a_full_run(captured: Capture, settings, store: SqlJobStore,
+def test_no_secret_in_the_logs_of_a_full_run(captured: LogCapture, settings, store: SqlJobStore,
                                              tokens: Tokens, s3, pg_source: str):
     lake = {"type": "s3", "bucket": s3.name, "prefix": "egress", "min_part_bytes": 1024}
     s = replace(settings, sources={**settings.sources, "pg": pg_source},
