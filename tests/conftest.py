@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from announce import announce
 from pgserver import PgServer, running_server
 from s3server import s3, s3_server  # noqa: F401  (fixtures: a moto S3 server, a bucket)
 
@@ -18,8 +20,11 @@ _counter = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
+def pg_server(pytestconfig: pytest.Config) -> Iterator[PgServer]:
+    started = time.monotonic()
     with running_server() as server:
+        announce(pytestconfig, f"\nstarted PostgreSQL on 127.0.0.1:{server.port} "
+                               f"in {time.monotonic() - started:.1f} s")
         yield server
 
 

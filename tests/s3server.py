@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from announce import announce
+
 #: The server's smallest non-final part in tests (S3's is 5 MiB).
 TEST_MIN_PART = 1024
 FAKE_CREDENTIALS = {
@@ -148,8 +150,11 @@ class S3Bucket:
 
 
 @pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3Server]:
+def s3_server(pytestconfig: pytest.Config) -> Iterator[S3Server]:
+    started = time.monotonic()
     with running_server() as server:
+        announce(pytestconfig, f"\nstarted the S3 server (moto) at {server.endpoint} "
+                               f"in {time.monotonic() - started:.1f} s")
         yield server
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -394,3 +395,27 @@ def test_demo_parquet_holds_every_type(tmp_path: Path) -> None:
     assert types["last_seen_at"] == "timestamp[us, tz=UTC]"
     assert types["avatar"] == "binary"
     assert types["is_admin"] == "bool"
+
+
+def test_demo_ends_with_commands_that_run_as_printed(tmp_path: Path) -> None:
+    """The demo's closing lines are commands a new user pastes: each one must work."""
+    env = {**os.environ, "EGRESS_HOME": str(tmp_path / "home")}
+    done = subprocess.run([*CLI, "demo", "--rows", "3000"], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.split("Next (every command runs as pasted", 1)[1].splitlines()[1:]
+    commands = [line.strip() for line in printed if line.strip() and
+                not line.strip().startswith("#")]
+    assert len(commands) == 6, done.stdout
+    for command in commands[:-1]:  # the last one serves the API until stopped
+        ran = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=120,
+                             env=env, cwd=tmp_path)
+        assert ran.returncode == 0, (command, ran.stderr)
+    assert (tmp_path / "out" / "orders.jsonl").stat().st_size > 0
+    assert commands[-1].split("#")[0].split()[-1] == "serve"
+
+
+def test_demo_quiet_still_says_where_the_files_are(tmp_path: Path) -> None:
+    result = invoke("demo", "--rows", "2000", "--out", str(tmp_path), "--quiet")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"Exported to {tmp_path.resolve() / 'export-csv-gzip'}"

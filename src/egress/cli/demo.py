@@ -69,12 +69,17 @@ def demo_command(
         command = shlex.join(args.resume_argv(program)[:-1])
         click.echo(f"Exporting every table, the same as:\n  {command}", err=True)
     code = run_export(args, program, resume=False)
-    if code == 0 and not quiet:
-        click.echo(_next_steps(target, fmt, compression))
+    if code == 0:
+        click.echo(_next_steps(db, target, fmt, compression, program, quiet))
     ctx.exit(code)
 
 
-def _next_steps(target: Path, fmt: str, compression: str) -> str:
+def _next_steps(
+    db: Path, target: Path, fmt: str, compression: str, program: list[str], quiet: bool
+) -> str:
+    """What to paste next: the files, then commands that run as printed from this shell."""
+    if quiet:
+        return f"Exported to {target}"
     if fmt == "parquet":
         look = (
             f"python -c \"import pyarrow.parquet as pq; "
@@ -84,9 +89,25 @@ def _next_steps(target: Path, fmt: str, compression: str) -> str:
         cat = {"gzip": "zcat", "zstd": "zstdcat"}.get(compression, "cat")
         suffix = {"gzip": ".gz", "zstd": ".zst"}.get(compression, "")
         look = f"{cat} {shlex.quote(str(target / f'users.{fmt}{suffix}'))} | head"
-    return (
-        "Look at the data:\n"
-        f"  {look}\n"
-        "Try an interrupted export: press Ctrl-C during `egress export`, then run the command "
-        "it prints (the same with --resume)."
-    )
+    egress = shlex.join(program)
+    lines = [f"Exported to {target}", "", "Look at the data:", f"  {look}", ""]
+    if egress != "egress":
+        # `egress` alone is not on this shell's PATH: say how to get it, use the full path
+        bin_dir = Path(program[0]).parent
+        activate = bin_dir / "activate"
+        if len(program) == 1 and activate.is_file():
+            lines += ["The egress command is in " f"{bin_dir}; to call it by name:",
+                      f"  source {shlex.quote(str(activate))}", ""]
+    source = shlex.quote(f"sqlite:///{db}")
+    lines += [
+        "Next (every command runs as pasted; docs/cli.md has all options):",
+        f"  {egress} export --source {source} --table orders --format jsonl --out out/",
+        "  # press Ctrl-C during it, then run the command it prints (the same with --resume)",
+        f"  {egress} jobs create --source {source} --table events --format parquet",
+        f"  {egress} worker --exit-when-idle",
+        f"  {egress} jobs ls",
+        f"  {egress} tokens create --project demo --scopes exports:read,exports:create "
+        "--name me",
+        f"  {egress} serve      # the HTTP API on http://127.0.0.1:8080 (docs at /docs)",
+    ]
+    return "\n".join(lines)
