@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -419,3 +420,63 @@ def test_demo_quiet_still_says_where_the_files_are(tmp_path: Path) -> None:
     result = invoke("demo", "--rows", "2000", "--out", str(tmp_path), "--quiet")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == f"Exported to {tmp_path.resolve() / 'export-csv-gzip'}"
+
+
+# --- progress on a terminal and on a pipe ---------------------------------------------------
+
+
+def test_progress_on_a_pipe_is_plain_lines(src: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*CLI, "export", "--source", src, "--table", "events", "--format", "csv",
+         "--out", str(tmp_path / "out"), "--part-rows", "20000", "--progress-interval", "0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0] == f"events: started (~{EVENTS:,} rows)"
+    middle = [line for line in lines if "rows/s" in line and "ETA" in line]
+    assert len(middle) >= 3, done.stderr  # a line per committed part with interval 0
+    assert re.fullmatch(r"events: [\d,]+/~200,000 rows \(\d+%\), [\d.]+ [kM]?B, "
+                        r"[\d,]+ rows/s, ETA \d+:\d\d:\d\d", middle[0]), middle[0]
+    assert re.fullmatch(r"events: done, 200,000 rows, .* in \d+:\d\d:\d\d, [\d,]+ rows/s",
+                        lines[-1]), lines[-1]
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", done.stderr)  # no control characters
+
+
+def test_progress_on_a_terminal_is_a_bar(src: str, tmp_path: Path) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [*CLI, "export", "--source", src, "--table", "events", "--format", "csv",
+             "--out", str(tmp_path / "out"), "--part-rows", "20000"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower,
+        )
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert proc.wait(timeout=120) == 0
+    finally:
+        os.close(leader)
+    text = seen.decode()
+    assert "\x1b[" in text  # the bar is redrawn with escape sequences
+    assert "200,000 rows" in text and "events: started" not in text
+
+
+def test_progress_none_and_lines_are_chosen_explicitly(src: str, tmp_path: Path) -> None:
+    quiet = invoke("export", "--source", src, "--table", "users", "--format", "csv",
+                   "--out", str(tmp_path / "a"), "--progress", "none")
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stderr == "" and "Manifest:" in quiet.stdout
+    wrong = invoke("export", "--source", src, "--table", "users", "--format", "csv",
+                   "--out", str(tmp_path / "b"), "--progress", "dots")
+    assert wrong.exit_code == 2
+    assert "'auto', 'bar', 'lines', 'none'" in wrong.stderr

@@ -46,6 +46,9 @@ class ExportArgs:
     slice_seconds: float | None = None
     delimiter: str | None = None
     quiet: bool = False
+    #: auto (bars on a terminal, lines elsewhere), bar, lines or none
+    progress: str = "auto"
+    progress_interval: float = 10.0
     options: dict[str, Any] = field(default_factory=dict)
     query: str | None = None
     key: tuple[str, ...] = ()
@@ -79,6 +82,8 @@ class ExportArgs:
             argv += ["--delimiter", self.delimiter]
         if self.quiet:
             argv.append("--quiet")
+        elif self.progress != "auto":
+            argv += ["--progress", self.progress]
         return [*argv, "--resume"]
 
 
@@ -117,7 +122,6 @@ def run_export(
 ) -> int:
     """Run the export with progress bars and signal handling; returns the exit code."""
     from egress.oneshot import export
-    from egress.progress import ExportProgress
 
     check_format(args.format)
     get_compression(args.compression)
@@ -141,7 +145,7 @@ def run_export(
             raise ConfigError(f"--delimiter applies to --format csv only, not {args.format}")
         options["delimiter"] = parse_delimiter(args.delimiter)
 
-    progress = None if args.quiet else ExportProgress()
+    progress = make_progress(args)
     hint = resume_text(args, program)
 
     def on_stopping(signum: int) -> None:
@@ -169,6 +173,25 @@ def run_export(
         text = summary(result.manifest, result.out, time.monotonic() - started)
         click.echo(text)
     return EXIT_OK
+
+
+PROGRESS_MODES = ("auto", "bar", "lines", "none")
+
+
+def make_progress(args: ExportArgs) -> Any:
+    """Bars on a terminal, plain lines on a pipe or file (cron, CI), or nothing."""
+    mode = "none" if args.quiet else args.progress
+    if mode == "auto":
+        mode = "bar" if sys.stderr.isatty() else "lines"
+    if mode == "bar":
+        from egress.progress import ExportProgress
+
+        return ExportProgress()
+    if mode == "lines":
+        from egress.progress_lines import ProgressLines
+
+        return ProgressLines(interval=args.progress_interval)
+    return None
 
 
 def _export(
@@ -255,7 +278,13 @@ def _size(n: int) -> str:
 @click.option("--delimiter", default=None, metavar="CHAR",
               help="CSV field delimiter (default ','; '\\t' or 'tab' for a tab).")
 @click.option("--resume", is_flag=True, help="Continue the unfinished export in --out.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bars and no summary.")
+@click.option("--progress", "progress_mode", type=click.Choice(PROGRESS_MODES),
+              default="auto", show_default=True,
+              help="bar: progress bars; lines: a plain line per table every "
+                   "--progress-interval seconds; auto: bars on a terminal, else lines.")
+@click.option("--progress-interval", type=click.FloatRange(min=0), default=10.0,
+              show_default=True, metavar="SECONDS", help="Seconds between progress lines.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress and no summary.")
 @click.pass_context
 def export_command(
     ctx: click.Context,
@@ -274,6 +303,8 @@ def export_command(
     slice_seconds: float | None,
     delimiter: str | None,
     resume: bool,
+    progress_mode: str,
+    progress_interval: float,
     quiet: bool,
 ) -> None:
     """Export tables (or one read-only --query) to files, resumable after Ctrl-C, a crash
@@ -285,6 +316,7 @@ def export_command(
         source=source, out=out, format=fmt, tables=tables, all_tables=all_tables,
         compression=compression, max_file_size=max_file_size, part_size=part_size,
         part_rows=part_rows, slice_seconds=slice_seconds, delimiter=delimiter, quiet=quiet,
-        query=query, key=key, name=name,
+        query=query, key=key, name=name, progress=progress_mode,
+        progress_interval=progress_interval,
     )
     ctx.exit(run_export(args, program_argv(ctx), resume=resume))
