@@ -12,13 +12,19 @@ import sys
 from egress.redact import redact
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+#: fields libraries add for their own formatters (uvicorn's ANSI-coloured copy of the message)
+_DROPPED = {"color_message"}
+#: libraries whose INFO lines are chatter here (Alembic's "setup plugin" lines, boto's
+#: credential lookups, HTTP clients' per-request lines): only their warnings are shown
+QUIET_LIBRARIES = ("alembic", "botocore", "boto3", "s3transfer", "urllib3", "httpx", "httpcore")
 
 
 class KeyValueFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         base = f"{self.formatTime(record)} {record.levelname.lower()} {record.name}: "
         base += record.getMessage()
-        fields = {k: v for k, v in vars(record).items() if k not in _STANDARD}
+        fields = {k: v for k, v in vars(record).items()
+                  if k not in _STANDARD and k not in _DROPPED}
         if fields:
             base += " " + " ".join(f"{k}={v!r}" for k, v in sorted(fields.items()))
         if record.exc_info:
@@ -33,6 +39,9 @@ def setup_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    if logging.getLevelName(level.upper()) != logging.DEBUG:
+        for name in QUIET_LIBRARIES:
+            logging.getLogger(name).setLevel(logging.WARNING)
     # botocore logs request and presigned signatures at DEBUG: filtered out everywhere
     from egress.redact import install_log_redaction
 

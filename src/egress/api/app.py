@@ -137,7 +137,7 @@ class AccessLog:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
+            route = _route_template(scope)
             seconds = time.perf_counter() - start
             REQUESTS.labels(scope["method"], route, str(status)).inc()
             LATENCY.labels(scope["method"], route).observe(seconds)
@@ -145,6 +145,18 @@ class AccessLog:
             log.info("request", extra={"method": scope["method"], "route": route,
                                        "status": status, "ms": round(seconds * 1000, 1),
                                        "client": client[0] if client else None})
+
+
+def _route_template(scope: Scope) -> str:
+    """The matched route's template (never the raw path: a link's path is a credential)."""
+    if "route" in scope:  # FastAPI's API routes say which they are
+        return str(scope["route"].path)
+    endpoint = scope.get("endpoint")  # Starlette's own routes (/docs, /openapi.json) do not
+    app = scope.get("app")
+    for candidate in getattr(getattr(app, "router", None), "routes", ()):
+        if endpoint is not None and getattr(candidate, "endpoint", None) is endpoint:
+            return str(candidate.path)
+    return "unmatched"
 
 
 def _query_names(dependant: Any) -> set[str]:

@@ -102,3 +102,38 @@ def test_serve_runs_the_api_and_an_embedded_worker(home: Path):
     assert "worker started" in text and "route='/v1/exports/{export_id}'" in text
     assert "worker stopped" in text and "Application shutdown complete" in text
     assert token not in text
+
+
+def test_serve_logs_are_quiet_and_name_routes(home: Path):
+    """At INFO: no library chatter (Alembic's plugin lines), no ANSI copies of messages, and
+    FastAPI's own pages logged by their path, not as 'unmatched'."""
+    port = free_port()
+    log = home / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "egress.cli", "serve", "--home", str(home), "--port",
+             str(port), "--no-worker"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert httpx.get(f"{base}/docs").status_code == 200
+        assert httpx.get(f"{base}/no/such/page").status_code == 404
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) in (0, -signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "route='/docs'" in text and "route='unmatched'" in text
+    assert "alembic" not in text.lower() and "color_message" not in text
+    assert "\x1b[" not in text
+    assert "Uvicorn running on" in text  # the server's own start line stays
