@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from egress._version import __version__
 
-
-def export(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """Export tables of a database in-process; see :func:`egress.oneshot.export`."""
-    from egress.oneshot import export as _export
-
-    return _export(*args, **kwargs)
+if TYPE_CHECKING:
+    from egress.oneshot import ExportResult, export
 
 
-__all__ = ["__version__", "export"]
+def __getattr__(name: str) -> Any:
+    # ``egress.export`` is the real function (its signature and docstring for help()), but
+    # loaded on first use: importing egress (every CLI start) stays cheap
+    if name in ("export", "ExportResult"):
+        from egress import oneshot
+
+        return getattr(oneshot, name)
+    raise AttributeError(f"module 'egress' has no attribute {name!r}")
+
+
+__all__ = ["ExportResult", "__version__", "export"]

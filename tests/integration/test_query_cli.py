@@ -46,7 +46,7 @@ def test_query_export_from_the_cli(src: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["--query", "SELECT id FROM events", "--key", "id", "--table", "events"], "not both"),
     (["--table", "events", "--key", "id"], "--key and --name go with --query"),
-    (["--query", "SELECT id FROM events"], "needs `key`"),
+    (["--query", "SELECT id FROM events"], "--query needs --key COLUMN: a result column"),
     (["--query", "DELETE FROM events", "--key", "id"], "DELETE statements are not allowed"),
     (["--query", "SELECT id, kind FROM events", "--key", "id,nope"], "'nope' are not columns"),
 ])

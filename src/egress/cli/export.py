@@ -129,6 +129,11 @@ def run_export(
         raise ConfigError("use --table NAME (repeatable) or --all, not both")
     if args.query is not None and (args.tables or args.all_tables):
         raise ConfigError("use --query or --table/--all, not both")
+    if args.query is not None and not args.key:
+        # the CLI's own words (the library and the API name their `key` parameter)
+        raise ConfigError("--query needs --key COLUMN: a result column that is unique and NOT "
+                          "NULL, by which egress pages the result and resumes it (repeat "
+                          "--key for a composite key)")
     if args.query is None and (args.key or args.name is not None):
         raise ConfigError("--key and --name go with --query")
     if args.query is None and not args.tables and not args.all_tables:

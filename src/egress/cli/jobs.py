@@ -6,6 +6,7 @@ They work on the home directory's settings (``--home`` / ``EGRESS_HOME``): the s
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from collections.abc import Callable
@@ -14,8 +15,10 @@ from typing import Any
 import click
 
 from egress import manager
+from egress.cli.params import SIZE, Size
 from egress.config import Settings, load_settings
 from egress.domain.jobs import ExportState
+from egress.formats import COMPRESSIONS, FORMATS
 from egress.home import ensure_home
 from egress.store.base import JobStore
 
@@ -96,18 +99,22 @@ def jobs() -> None:
 @click.option("--source", required=True, help="A configured source name, or a URL.")
 @click.option("--table", "tables", multiple=True, help="Table to export (repeatable).")
 @click.option("--all", "all_tables", is_flag=True, help="Every table of the source.")
-@click.option("--format", "fmt", default="csv", show_default=True)
-@click.option("--compression", default="none", show_default=True)
-@click.option("--destination", default="local", show_default=True)
-@click.option("--delimiter", help="CSV delimiter.")
-@click.option("--max-file-size", type=click.IntRange(1), help="Bytes per numbered file.")
+@click.option("--format", "fmt", default="csv", show_default=True, metavar="FORMAT",
+              help=f"Output format: {', '.join(sorted(FORMATS))}.")
+@click.option("--compression", default="none", show_default=True, metavar="NAME",
+              help=f"{', '.join(sorted(COMPRESSIONS))} (Parquet: the codec inside the files).")
+@click.option("--destination", default="local", show_default=True,
+              help="A destination of egress.toml (local: the home's exports/ directory).")
+@click.option("--delimiter", help="CSV field delimiter (default ',').")
+@click.option("--max-file-size", type=SIZE, default=None,
+              help="Start a new numbered file past this size (64MB, 1GiB…), as for export.")
 @click.option("--part-rows", type=click.IntRange(1), help="Rows per part.")
 @click.option("--idempotency-key", help="The same key and request return the same export.")
 @json_option
 def jobs_create(
     home: str | None, project: str, source: str, tables: tuple[str, ...], all_tables: bool,
     fmt: str, compression: str, destination: str, delimiter: str | None,
-    max_file_size: int | None, part_rows: int | None, idempotency_key: str | None, as_json: bool,
+    max_file_size: Size | None, part_rows: int | None, idempotency_key: str | None, as_json: bool,
 ) -> None:
     """Queue an export; prints its id."""
     settings = _settings(home)
@@ -115,7 +122,7 @@ def jobs_create(
     if delimiter is not None:
         options["delimiter"] = delimiter
     if max_file_size is not None:
-        options["max_file_size"] = max_file_size
+        options["max_file_size"] = int(max_file_size)
     if part_rows is not None:
         options["part_rows"] = part_rows
     request = manager.ExportRequest(
@@ -161,7 +168,7 @@ def jobs_ls(home: str | None, project: str, status: tuple[str, ...], limit: int,
 
     views = _run(listing)
     if as_json:
-        click.echo(json.dumps(views, indent=2))
+        click.echo(json.dumps([_json_times(v) for v in views], indent=2))
         return
     for v in views:
         tables = ",".join(t["table"] for t in v["tables"])
@@ -187,13 +194,24 @@ def _one(action: str) -> Callable[..., None]:
 
         view = _run(go)
         if as_json:
-            click.echo(json.dumps(view, indent=2))
+            click.echo(json.dumps(_json_times(view), indent=2))
         elif action == "show":
             _print_view(view)
         else:
             click.echo(f"{view['id']}  {view['status']}")
 
     return command
+
+
+def _json_times(view: dict[str, Any]) -> dict[str, Any]:
+    """Times as RFC 3339 in UTC, as the API gives them (the view holds epoch seconds)."""
+    out = dict(view)
+    for name in ("created_at", "started_at", "finished_at"):
+        value = out.get(name)
+        if isinstance(value, int | float):
+            when = dt.datetime.fromtimestamp(value, dt.UTC)
+            out[name] = when.isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return out
 
 
 def _print_view(view: dict[str, Any]) -> None:

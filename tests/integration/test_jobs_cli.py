@@ -1,0 +1,47 @@
+"""``egress jobs create|show|ls`` speak as ``egress export`` and the API do: sizes with
+units, the formats in --help, RFC 3339 times in --json."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from egress.cli import main
+from egress.demo import build_demo_db
+
+
+def test_jobs_create_takes_sizes_lists_formats_and_shows_rfc3339(tmp_path: Path) -> None:
+    db = build_demo_db(tmp_path / "demo.db", rows=2000)
+    env = {"EGRESS_HOME": str(tmp_path / "home")}
+    runner = CliRunner()
+    helped = runner.invoke(main, ["jobs", "create", "--help"], env=env)
+    assert "csv, json, jsonl, parquet, sql" in " ".join(helped.stdout.split())
+    assert "gzip, none, zstd" in " ".join(helped.stdout.split())
+
+    made = runner.invoke(main, ["jobs", "create", "--source", f"sqlite:///{db}", "--table",
+                                "events", "--format", "jsonl", "--max-file-size", "64KiB",
+                                "--part-rows", "200"],
+                         env=env)
+    assert made.exit_code == 0, made.output
+    export_id = made.stdout.strip()
+    ran = runner.invoke(main, ["worker", "--exit-when-idle"], env=env)
+    assert ran.exit_code == 0, ran.output
+
+    shown = json.loads(runner.invoke(main, ["jobs", "show", export_id, "--json"],
+                                     env=env).stdout)
+    assert shown["status"] == "completed"
+    names = [f["name"] for f in shown["files"]]
+    assert len(names) > 1 and names[0] == "events-00001.jsonl"  # 64 KiB files
+    assert all(f["bytes"] < 64 * 1024 + 40_000 for f in shown["files"][:-1])
+    for name in ("created_at", "started_at", "finished_at"):
+        assert shown[name].endswith("Z"), shown[name]
+        assert dt.datetime.fromisoformat(shown[name]).tzinfo == dt.UTC
+    listed = json.loads(runner.invoke(main, ["jobs", "ls", "--json"], env=env).stdout)
+    assert listed[0]["created_at"] == shown["created_at"]
+
+    bad = runner.invoke(main, ["jobs", "create", "--source", f"sqlite:///{db}", "--table",
+                               "events", "--max-file-size", "lots"], env=env)
+    assert bad.exit_code == 2 and "lots" in bad.stderr
