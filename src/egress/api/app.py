@@ -26,6 +26,7 @@ from fastapi.routing import APIRoute
 from prometheus_client import Counter, Histogram
 
 from egress import __version__
+from egress.api.apidocs import install_api_docs
 from egress.api.errors import (
     BODY_ERRORS,
     COMMON_ERRORS,
@@ -237,7 +238,8 @@ def create_app(
 
     app = FastAPI(
         title="egress", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-        openapi_url="/openapi.json", docs_url="/docs", redoc_url=None,
+        # docs_url=None: /docs is installed below with assets from the package, not a CDN
+        openapi_url="/openapi.json", docs_url=None, redoc_url=None,
         dependencies=[Depends(reject_unknown_query)],
     )
     app.state.settings = settings
@@ -249,6 +251,7 @@ def create_app(
     install_log_redaction()  # presigned URLs are signed here: keep botocore's DEBUG clean
     install_error_handlers(app)
     _include_routers(app)
+    install_api_docs(app)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -40,3 +40,20 @@ def test_openapi_document(api: Api):
 def test_errors_of_the_http_layer_are_problems(api: Api):
     assert_problem(api.get("/v2/whatever"), 404, "/openapi.json")
     assert_problem(api.request("PUT", "/v1/exports"), 405, "PUT")
+
+
+def test_docs_page_works_offline(api: Api):
+    """/docs names no other host: its script, style sheet and icon come from this server."""
+    import re
+
+    page = api.client.get("/docs")
+    assert page.status_code == 200 and "SwaggerUIBundle" in page.text
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page.text)
+    scripts = re.findall(r"""url: ?["']([^"']+)["']""", page.text)
+    assert assets and all(a.startswith("/") for a in assets + scripts), assets + scripts
+    for asset in assets:
+        fetched = api.client.get(asset)
+        assert fetched.status_code == 200 and len(fetched.content) > 1000, asset
+    assert "cdn" not in page.text.lower()
+    root = api.client.get("/", follow_redirects=False)
+    assert root.status_code in (302, 307) and root.headers["location"] == "/docs"
