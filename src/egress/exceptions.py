@@ -6,6 +6,7 @@
     │   └── ResumeMismatchError      --resume against a different export than the checkpoint
     ├── SourceError                  the source cannot be read
     │   ├── SourceUnavailableError   cannot connect / open (transient for workers)
+    │   ├── SourceAccessError        the server refused the login or has no such database
     │   ├── TableNotFoundError       unknown table; lists close names
     │   ├── NoUsableKeyError         a table without a key that keyset pagination can use
     │   ├── PermissionDeniedError    the source's user may not read a table
@@ -60,6 +61,11 @@ class SourceUnavailableError(SourceError):
     """The source cannot be opened or reached."""
 
     transient = True
+
+
+class SourceAccessError(SourceError):
+    """The source's server answered but refused: wrong or missing password, a user it does
+    not accept, a database it does not have (permanent: fix the source's settings)."""
 
 
 class TableNotFoundError(SourceError):

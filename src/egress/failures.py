@@ -18,6 +18,7 @@ from egress.exceptions import (
     EgressError,
     SinkError,
     SinkUnavailableError,
+    SourceAccessError,
     SourceError,
     SourceUnavailableError,
     StoreError,
@@ -32,6 +33,9 @@ _PUBLIC: tuple[tuple[type[BaseException], str | None], ...] = (
     (SourceUnavailableError,
      "the source database could not be reached or opened; check that it is up and that "
      f"egress may connect to it, then retry the export ({_ADMIN})"),
+    (SourceAccessError,
+     "the source database refused egress's login, or does not exist; an administrator must "
+     f"fix the source's settings ({_ADMIN})"),
     (SourceError, None),
     (ConfigError, None),
     (SinkUnavailableError,

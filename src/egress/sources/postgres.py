@@ -37,6 +37,7 @@ from egress.exceptions import (
 )
 from egress.redact import redact_url, scrub, url_secrets
 from egress.sources.base import Column, TableInfo
+from egress.sources.pg_errors import connect_error
 from egress.sources.pg_types import PgMapping, conform, list_check_sql, map_type
 from egress.sources.predicate_sql import render_conditions
 
@@ -160,11 +161,10 @@ class PostgresSource:
     def _scrub(self, message: str) -> str:
         return scrub(message, self._secrets)
 
-    def _unavailable(self, exc: Exception) -> SourceUnavailableError:
+    def _unavailable(self, exc: Exception) -> SourceError:
         first = self._scrub(str(exc)).strip().splitlines()[0] if str(exc).strip() else ""
-        return SourceUnavailableError(
-            f"cannot reach PostgreSQL at {redact_url(self._url)}: {first or type(exc).__name__}"
-        )
+        return connect_error(redact_url(self._url), getattr(exc, "sqlstate", None),
+                             first or type(exc).__name__)
 
     def _catalog_conn(self) -> psycopg.Connection[Any]:
         if self._catalog is None or self._catalog.closed or self._catalog.broken:
