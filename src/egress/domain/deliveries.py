@@ -89,3 +89,28 @@ class WebhookSecret:
     created_at: float = 0.0
     #: Older secrets keep signing until this time after a rotation; None for the newest.
     expires_at: float | None = None
+
+
+def completed_files(export_id: str, manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The files of a completed export for its ``export.completed`` event: what a receiver
+    needs to fetch and check each one (``download_path`` is under the API's base URL)."""
+    from urllib.parse import quote
+
+    return [
+        {"name": f["name"], "table": f["table"], "rows": f["rows"], "bytes": f["bytes"],
+         "crc32c": f["crc32c"], "sha256": f["sha256"],
+         "download_path": f"/v1/exports/{export_id}/files/{quote(f['name'], safe='')}"}
+        for f in (manifest or {}).get("files", [])
+    ]
+
+
+def with_download_urls(payload: dict[str, Any], public_url: str) -> dict[str, Any]:
+    """The payload as sent: each file also gets ``download_url``, absolute when the API's
+    public base URL is configured (``api.public_url``), else the path alone."""
+    files = payload.get("data", {}).get("files")
+    if not files:
+        return payload
+    base = public_url.rstrip("/")
+    data = {**payload["data"],
+            "files": [{**f, "download_url": base + f["download_path"]} for f in files]}
+    return {**payload, "data": data}

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from egress.domain.deliveries import completed_files
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportState
 from egress.exceptions import StoreError
@@ -207,8 +208,10 @@ class SqlCore:
         """Queue the export's webhook in the transaction that ends it."""
         if not row.callback_url:
             return
-        data = {"id": row.id, "project": row.project, "state": row.state,
-                "error": row.error, "finished_at": row.finished_at}
+        data: dict[str, Any] = {"id": row.id, "project": row.project, "state": row.state,
+                                "error": row.error, "finished_at": row.finished_at}
+        if event == "export.completed":
+            data["files"] = completed_files(row.id, row.manifest)
         conn.execute(deliveries.insert().values(
             id=new_id("dlv"), export_id=row.id, project=row.project, event_type=event,
             url=row.callback_url, payload={"type": event, "data": data}, state="pending",

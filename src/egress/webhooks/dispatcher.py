@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from prometheus_client import Counter
 
 from egress.config import Settings
-from egress.domain.deliveries import AttemptOutcome, DeliveryRecord
+from egress.domain.deliveries import AttemptOutcome, DeliveryRecord, with_download_urls
 from egress.exceptions import StoreError
 from egress.store.base import JobStore
 from egress.webhooks.client import PostError, post
@@ -99,7 +99,8 @@ class Dispatcher:
         try:
             target = resolve_callback(delivery.url, ws, self.resolver)
             address = target.address
-            body = event_body(delivery.payload, delivery.created_at)
+            payload = with_download_urls(delivery.payload, self.settings.api.public_url)
+            body = event_body(payload, delivery.created_at)
             headers = webhook_headers(self._secrets(delivery.project), delivery.id, body)
             result = post(target, headers, body, timeout=ws.timeout, ssl_context=self.ssl_context)
             status = result.status

@@ -4,6 +4,7 @@ and a worker killed between the commit and the send does not lose it."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from webhook_support import wait_for
 from egress.config import Settings, load_settings
 from egress.domain.deliveries import DeliveryState
 from egress.domain.jobs import ExportState
-from egress.manager import ExportRequest, create_export
+from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
 from egress.worker.loop import Worker
 from jobsharness import make_events_db, start_worker, stop, write_home
@@ -61,13 +62,22 @@ def test_a_completed_export_is_announced_by_the_worker(
         # The dispatcher thread would send it within poll_seconds; a worker that exits
         # when idle sends what is due before it goes.
         settings = dataclasses.replace(
-            settings, webhooks=dataclasses.replace(settings.webhooks, poll_seconds=3600))
+            settings, webhooks=dataclasses.replace(settings.webhooks, poll_seconds=3600),
+            api=dataclasses.replace(settings.api, public_url="https://exports.example.com/"))
         assert Worker(store, settings).run(exit_when_idle=True) == 0
         [got] = receiver.requests
         [secret] = store.webhook_secret_list("acme")
         event = Webhook(secret.secret).verify(got.body, got.headers)
         assert event["type"] == "export.completed"
         assert event["data"]["id"] == export_id and event["data"]["state"] == "completed"
+        # the files, as a receiver needs them to fetch and check each one
+        [file] = event["data"]["files"]
+        on_disk = export_root(settings, store.export_get(None, export_id)) / file["name"]
+        assert file["name"] == "events.csv" and file["table"] == "events"
+        assert file["rows"] == 300 and file["bytes"] == on_disk.stat().st_size
+        assert file["sha256"] == hashlib.sha256(on_disk.read_bytes()).hexdigest()
+        assert file["download_url"] == (
+            f"https://exports.example.com/v1/exports/{export_id}/files/events.csv")
         [delivery] = store.delivery_list("acme", export_id)
         assert got.headers["webhook-id"] == delivery.id
         assert store.delivery_list("acme", export_id)[0].state is DeliveryState.DELIVERED
