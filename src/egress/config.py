@@ -163,6 +163,10 @@ class WebhookSettings:
     lease_seconds: float = 60.0
     #: After a rotation, the previous secrets keep signing (beside the new one) this long.
     rotation_grace_seconds: float = 86400.0
+    #: Deliveries one worker sends to one receiving host per second, on average (bursts of
+    #: ``per_host_burst``); the rest wait their turn in the outbox. 0: no limit.
+    per_host_rate: float = 5.0
+    per_host_burst: int = 10
 
 
 @dataclass(frozen=True)
@@ -240,6 +244,9 @@ def _check_webhooks(ws: WebhookSettings) -> WebhookSettings:
         raise ConfigError("webhooks.lease_seconds must be longer than webhooks.timeout (> 0)")
     if ws.concurrency < 1 or ws.poll_seconds <= 0:
         raise ConfigError("webhooks.concurrency must be >= 1 and webhooks.poll_seconds > 0")
+    if ws.per_host_rate < 0 or ws.per_host_burst < 1:
+        raise ConfigError("webhooks.per_host_rate must be >= 0 (0: no limit) and "
+                          "webhooks.per_host_burst >= 1")
     return ws
 
 

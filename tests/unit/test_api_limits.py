@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from egress.api.links import Link, load_link_key, sign_link, verify_link
-from egress.api.ratelimit import RateLimiter
 from egress.config import ApiSettings, Settings
 from egress.exceptions import ConfigError
+from egress.ratelimit import RateLimiter
 
 
 class Clock:

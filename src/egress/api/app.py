@@ -37,10 +37,10 @@ from egress.api.errors import (
     use_problem_media_type,
 )
 from egress.api.links import check_public_url, load_link_key
-from egress.api.ratelimit import RateLimiter
 from egress.config import Settings
 from egress.exceptions import ConfigError
 from egress.home import ensure_home
+from egress.ratelimit import RateLimiter
 from egress.redact import install_log_redaction
 from egress.store.base import JobStore
 

@@ -273,6 +273,11 @@ class JobStore(Protocol):
         seconds, or failed when ``retry_in`` is None. None: the lease was lost."""
         ...
 
+    def delivery_postpone(self, delivery_id: str, token: str, delay: float) -> bool:
+        """Give a claimed delivery back unsent, due in ``delay`` seconds, counting no attempt
+        (its receiver's rate limit is reached). False: the lease was lost meanwhile."""
+        ...
+
     def delivery_replay(
         self, project: str, export_id: str, delivery_id: str
     ) -> DeliveryRecord | None:

@@ -141,6 +141,15 @@ class DeliveryOps(SqlCore):
 
         return self._tx(run)
 
+    def delivery_postpone(self, delivery_id: str, token: str, delay: float) -> bool:
+        stmt = (
+            sa.update(d)
+            .where(d.c.id == delivery_id, d.c.lease_token == token, d.c.state == "pending")
+            .values(lease_token=None, next_attempt_at=self._seconds(max(0.0, delay)),
+                    updated_at=self._now)
+        )
+        return bool(self._tx(lambda c: c.execute(stmt).rowcount))
+
     def delivery_replay(
         self, project: str, export_id: str, delivery_id: str
     ) -> DeliveryRecord | None:

@@ -24,12 +24,14 @@ import os
 import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 from prometheus_client import Counter
 
 from egress.config import Settings
 from egress.domain.deliveries import AttemptOutcome, DeliveryRecord, with_download_urls
 from egress.exceptions import StoreError
+from egress.ratelimit import RateLimiter
 from egress.store.base import JobStore
 from egress.webhooks.client import PostError, post
 from egress.webhooks.guard import Refused, ResolveError, Resolver, resolve_callback, system_resolver
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 
 ATTEMPTS = Counter("egress_webhook_attempts_total", "Webhook delivery attempts made",
                    ["outcome"])
+POSTPONED = Counter("egress_webhook_postponed_total",
+                    "Deliveries put back unsent: their receiving host's rate was reached")
 
 
 class Dispatcher:
@@ -57,6 +61,11 @@ class Dispatcher:
         self.name = name or f"dispatcher:{os.getpid()}"
         self.resolver, self.ssl_context = resolver, ssl_context
         self._pool: ThreadPoolExecutor | None = None
+        ws = settings.webhooks
+        #: one bucket per receiving host: a burst of completions must not hammer one
+        #: receiver (per worker process; N workers send up to N times the rate)
+        self._per_host = (RateLimiter(ws.per_host_rate, ws.per_host_burst)
+                          if ws.per_host_rate > 0 else None)
 
     def run_once(self) -> int:
         """Send the deliveries due now (up to ``concurrency``); returns how many."""
@@ -89,10 +98,18 @@ class Dispatcher:
 
     def deliver(self, delivery: DeliveryRecord) -> DeliveryRecord | None:
         """Make one attempt of a claimed delivery and record it; returns the delivery's
-        new record (None: the lease was lost meanwhile, nothing recorded)."""
+        new record (None: the lease was lost meanwhile, nothing recorded; or the host's
+        rate was reached and the delivery went back to the outbox unsent)."""
         if delivery.lease_token is None:
             raise ValueError(f"delivery {delivery.id} is not claimed")
         ws = self.settings.webhooks
+        if self._per_host is not None:
+            host = (urlsplit(delivery.url).hostname or "").lower()
+            wait = self._per_host.acquire(host)
+            if wait > 0:  # this receiver's turn has not come: back to the outbox, unsent
+                self.store.delivery_postpone(delivery.id, delivery.lease_token, wait)
+                POSTPONED.inc()
+                return None
         started = time.monotonic()
         outcome, status, error, address = AttemptOutcome.FAILURE, None, None, None
         give_up = False

@@ -373,3 +373,28 @@ def test_an_unexpected_error_is_recorded_not_retried_silently(
     assert attempt.outcome is AttemptOutcome.FAILURE
     assert attempt.error == "internal error (KeyError); see the worker's log"
     assert receiver.requests == []
+
+
+def test_a_burst_to_one_host_is_sent_at_the_per_host_rate(
+    sqlite_store: SqlJobStore, make_settings: MakeSettings, receiver: Receiver
+):
+    """12 events for one receiver at once, 4 per second with bursts of 2: they arrive no
+    faster than that, each in one attempt (waiting its turn is not a failed attempt)."""
+    rate, burst = 4.0, 2
+    exports = [ended_export(sqlite_store, receiver.url()) for _ in range(12)]
+    dispatcher = Dispatcher(sqlite_store, make_settings(per_host_rate=rate,
+                                                        per_host_burst=burst))
+    end = time.monotonic() + 20
+    while len(receiver.requests) < 12 and time.monotonic() < end:
+        dispatcher.run_once()
+        time.sleep(0.01)
+    dispatcher.close()
+    arrivals = sorted(r.at for r in receiver.requests)
+    assert len(arrivals) == 12
+    for i, first in enumerate(arrivals):  # any window holds at most burst + rate·length
+        for j in range(i + 1, len(arrivals)):
+            assert j - i + 1 <= burst + rate * (arrivals[j] - first) + 1, arrivals
+    assert arrivals[-1] - arrivals[0] >= (12 - burst) / rate - 0.5
+    for export in exports:
+        done = only_delivery(sqlite_store, export)
+        assert (done.state, done.attempts) == (DeliveryState.DELIVERED, 1)

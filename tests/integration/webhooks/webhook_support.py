@@ -16,6 +16,7 @@ from egress.store.sql import SqlJobStore
 TEST_WEBHOOKS = WebhookSettings(
     allow_http=True, allow_loopback=True, timeout=2.0, schedule=(0.05,),
     give_up_after=3600.0, poll_seconds=0.05, concurrency=4, lease_seconds=3.0,
+    per_host_rate=0.0,  # no per-host limit, except in the test of that limit
 )
 
 MakeSettings = Callable[..., Settings]

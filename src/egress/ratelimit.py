@@ -1,4 +1,5 @@
-"""Per-token rate limiting: a token bucket per key, in the memory of one API process.
+"""Rate limiting: a token bucket per key, in the memory of one process (API tokens, webhook
+receivers).
 
 Each key may make ``burst`` requests at once and ``rate`` per second on average. With N
 API processes behind a load balancer a token gets up to N times that; the limit is a
