@@ -190,9 +190,18 @@ def _open_store(settings: Settings) -> JobStore:
 
 
 def _include_routers(app: FastAPI) -> None:
-    from egress.api.routes import deliveries, events, exports, files, health, rows, sources
+    from egress.api.routes import (
+        audit,
+        deliveries,
+        events,
+        exports,
+        files,
+        health,
+        rows,
+        sources,
+    )
 
-    own = [m.router for m in (health, exports, files, sources, rows)]
+    own = [m.router for m in (health, exports, files, sources, rows, audit)]
     routers = [*own, events.router, deliveries.router]
     allowed: list[tuple[re.Pattern[str], set[str]]] = []
     for router in routers:

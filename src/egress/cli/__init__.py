@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from egress import __version__
+from egress.cli.audit import audit
 from egress.cli.demo import demo_command
 from egress.cli.errors import EXIT_INTERRUPTED, exit_code_for, one_line
 from egress.cli.export import export_command
@@ -47,6 +48,7 @@ def main() -> None:
 main.add_command(export_command)
 main.add_command(demo_command)
 main.add_command(serve)
+main.add_command(audit)
 for _command in (*JOB_COMMANDS, *TOKEN_COMMANDS):
     main.add_command(_command)
 

@@ -66,13 +66,18 @@ class TokenRecord:
         return self.revoked_at is None
 
 
+#: What the audit log records, one entry per action taken through the API.
+AUDIT_ACTIONS = ("export.create", "export.cancel", "export.retry", "export.delete",
+                 "file.download", "link.create", "link.download", "rows.download",
+                 "delivery.replay")
+
+
 @dataclass(frozen=True)
 class AuditEntry:
     """One action taken through the API: who (token), from where, on what."""
 
     project: str
-    #: export.create | export.cancel | export.retry | export.delete | file.download |
-    #: link.create | link.download | rows.download
+    #: one of AUDIT_ACTIONS
     action: str
     token_id: str | None = None
     export_id: str | None = None

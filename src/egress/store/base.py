@@ -238,10 +238,11 @@ class JobStore(Protocol):
         project: str,
         *,
         export_id: str | None = None,
+        actions: Sequence[str] | None = None,
         limit: int = 100,
         before_id: int | None = None,
     ) -> list[AuditEntry]:
-        """Entries of ``project`` (of one export if given), newest first."""
+        """Entries of ``project`` (of one export, of some actions, if given), newest first."""
         ...
 
     def schema_current(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -37,12 +38,15 @@ class AuditOps(SqlCore):
         project: str,
         *,
         export_id: str | None = None,
+        actions: Sequence[str] | None = None,
         limit: int = 100,
         before_id: int | None = None,
     ) -> list[AuditEntry]:
         query = sa.select(audit_log).where(audit_log.c.project == project)
         if export_id is not None:
             query = query.where(audit_log.c.export_id == export_id)
+        if actions:
+            query = query.where(audit_log.c.action.in_(list(actions)))
         if before_id is not None:
             query = query.where(audit_log.c.id < before_id)
         query = query.order_by(audit_log.c.id.desc()).limit(limit)
