@@ -17,10 +17,14 @@ from egress.engine.selection import check_selection, selected_schema
 from egress.exceptions import ConfigError
 from egress.formats import check_format, get_compression, make_format
 from egress.manager import open_export_source
+from egress.sources import source_kind
 from egress.sources.base import Source, TableInfo
 from egress.sources.query import Query
+from egress.store.base import JobStore
 
 SAMPLE_ROWS = 1000
+#: Completed exports of the same format the measured throughput is taken from.
+THROUGHPUT_SAMPLES = 20
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,27 @@ class Estimate:
     rows: int | None
     bytes: int | None
     seconds: float | None
+    #: The rows per second ``seconds`` assumes, and where that figure comes from.
+    rows_per_second: float = 0.0
+    rate_basis: str = "default"  # "measured": this installation's completed exports
+
+
+def measured_rate(store: JobStore, settings: Settings, kind: str, format: str
+                  ) -> float | None:
+    """Rows per second of the recent completed exports from ``kind`` sources in
+    ``format`` (total rows over total time, so that big exports weigh most)."""
+    rows = seconds = 0.0
+    taken = 0
+    for source, n, spent in store.export_throughput(format, limit=5 * THROUGHPUT_SAMPLES):
+        try:
+            same_kind = source_kind(settings.source_url(source)) == kind
+        except ConfigError:  # a source no longer configured
+            continue
+        if same_kind and n > 0 and spent > 0:
+            rows, seconds, taken = rows + n, seconds + spent, taken + 1
+            if taken == THROUGHPUT_SAMPLES:
+                break
+    return rows / seconds if seconds > 0 else None
 
 
 def _sample_bytes_per_row(
@@ -67,6 +92,7 @@ def estimate_export(
     compression: str = "none",
     select: dict[str, Any] | None = None,
     query: Query | None = None,
+    store: JobStore | None = None,
 ) -> Estimate:
     check_format(format)
     get_compression(compression)
@@ -97,6 +123,9 @@ def estimate_export(
         source.close()
     total_rows = None if any(t.rows is None for t in out) else sum(t.rows or 0 for t in out)
     total_bytes = None if any(t.bytes is None for t in out) else sum(t.bytes or 0 for t in out)
-    rate = settings.api.estimate_rows_per_second
+    kind = source_kind(settings.source_url(source_name))
+    measured = None if store is None else measured_rate(store, settings, kind, format)
+    rate = measured or settings.api.estimate_rows_per_second
     seconds = None if total_rows is None or rate <= 0 else round(total_rows / rate, 1)
-    return Estimate(tuple(out), total_rows, total_bytes, seconds)
+    return Estimate(tuple(out), total_rows, total_bytes, seconds, rate,
+                    "measured" if measured else "default")

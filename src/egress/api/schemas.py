@@ -201,7 +201,11 @@ class EstimatePublic(BaseModel):
     rows: int | None = Field(description="Rows of the whole export (an upper bound with "
                                          "filters); null if a table has no estimate.")
     bytes: int | None = Field(description="Bytes of the output, extrapolated from a sample.")
-    seconds: float | None = Field(description="Rough duration at the server's assumed rate.")
+    seconds: float | None = Field(description="Rough duration: rows / rows_per_second.")
+    rows_per_second: float = Field(
+        description="The throughput assumed: measured on this installation's recent "
+                    "completed exports of the same source kind and format, else a default.")
+    rate_basis: Literal["measured", "default"]
 
 
 class Health(BaseModel):

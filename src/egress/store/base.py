@@ -140,6 +140,11 @@ class JobStore(Protocol):
         exists, read in one query (any project: callers check access first)."""
         ...
 
+    def export_throughput(self, format: str, limit: int = 50) -> list[tuple[str, int, float]]:
+        """``(source, rows, seconds from start to finish)`` of the newest ``limit``
+        completed exports in ``format`` (any project): what estimates learn from."""
+        ...
+
     # --- tasks ------------------------------------------------------------------------
     def task_list(self, export_id: str) -> list[TaskRecord]:
         """Tasks of an export in ``seq`` order."""

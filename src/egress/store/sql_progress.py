@@ -51,6 +51,22 @@ class ProgressOps(SqlCore):
         return _group(self._tx(run, read_only=True))
 
 
+    def export_throughput(self, format: str, limit: int = 50) -> list[tuple[str, int, float]]:
+        rows = sa.select(sa.func.coalesce(sa.func.sum(tasks.c.rows), 0)).where(
+            tasks.c.export_id == exports.c.id).scalar_subquery()
+        query = (
+            sa.select(exports.c.source, rows.label("rows"),
+                      (exports.c.finished_at - exports.c.started_at).label("seconds"))
+            .where(exports.c.state == ExportState.COMPLETED.value,
+                   exports.c.format == format, exports.c.started_at.is_not(None),
+                   exports.c.finished_at.is_not(None))
+            .order_by(exports.c.finished_at.desc())
+            .limit(limit)
+        )
+        found = self._tx(lambda c: c.execute(query).all(), read_only=True)
+        return [(r.source, int(r.rows), float(r.seconds)) for r in found]
+
+
 def _group(rows: Sequence[sa.Row[Any]]) -> dict[str, ExportProgress]:
     heads: dict[str, sa.Row[Any]] = {}
     task_lists: dict[str, list[TaskProgress]] = {}

@@ -59,7 +59,10 @@ def test_estimate_creates_nothing(api: Api, store: SqlJobStore):
     body = r.json()
     assert [t["table"] for t in body["tables"]] == ["events", "users"]
     assert body["rows"] == 2540 and body["tables"][0]["rows"] == 2500
-    assert 0 < body["tables"][0]["bytes"] < 2500 * 200 and body["seconds"] >= 0
+    assert 0 < body["tables"][0]["bytes"] < 2500 * 200
+    # nothing completed yet: the documented default rate
+    assert (body["rate_basis"], body["rows_per_second"]) == ("default", 200_000)
+    assert body["seconds"] == round(2540 / 200_000, 1)
     plain = api.post("/v1/exports:estimate", json={"source": "main", "tables": ["events"]})
     assert plain.json()["bytes"] > body["tables"][0]["bytes"]  # gzip is smaller
     every = api.post("/v1/exports:estimate", json={"source": "main", "all": True}).json()
@@ -95,3 +98,23 @@ def test_rows_refuse_large_tables_with_a_pointer_to_exports(make_api, tokens: To
                            token=tokens["exports:read"]), 403, "exports:create")
     assert_problem(api.get("/v1/sources/main/tables/users/rows", params={"format": "xml"}),
                    422)
+
+
+def test_estimate_learns_the_rate_from_completed_exports(api_worker: Api, store: SqlJobStore):
+    """Once exports complete, the estimate divides by their measured rows per second —
+    for the same source kind and format only."""
+    done = api_worker.create({"source": "main", "tables": ["events", "users"],
+                              "format": "csv"})
+    api_worker.wait(done["id"])
+    record = store.export_get(None, done["id"])
+    assert record is not None and record.started_at and record.finished_at
+    rate = 2540 / (record.finished_at - record.started_at)
+
+    body = {"source": "main", "tables": ["events"], "format": "csv"}
+    measured = api_worker.post("/v1/exports:estimate", json=body).json()
+    assert measured["rate_basis"] == "measured"
+    assert abs(measured["rows_per_second"] - rate) <= 0.1 + rate * 1e-6
+    assert measured["seconds"] == round(2500 / measured["rows_per_second"], 1)
+    other_format = api_worker.post("/v1/exports:estimate",
+                                   json={**body, "format": "jsonl"}).json()
+    assert other_format["rate_basis"] == "default"

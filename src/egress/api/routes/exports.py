@@ -185,8 +185,8 @@ def create_export(
     dependencies=[Depends(require_scope("exports:read"))],
     responses=BODY_ERRORS,
 )
-def estimate(body: ExportCreate, principal: PrincipalDep, settings: SettingsDep
-             ) -> EstimatePublic:
+def estimate(body: ExportCreate, principal: PrincipalDep, settings: SettingsDep,
+             store: StoreDep) -> EstimatePublic:
     check_source_name(settings, body.source)
     query = None
     if body.query is not None:
@@ -197,10 +197,11 @@ def estimate(body: ExportCreate, principal: PrincipalDep, settings: SettingsDep
         names, select = _selection(body)
     result = estimate_export(settings, body.source, names, all_tables=body.all,
                              format=body.format, compression=body.compression, select=select,
-                             query=query)
+                             query=query, store=store)
     return EstimatePublic(
         tables=[TableEstimate(table=t.table, rows=t.rows, bytes=t.bytes) for t in result.tables],
         rows=result.rows, bytes=result.bytes, seconds=result.seconds,
+        rows_per_second=round(result.rows_per_second, 1), rate_basis=result.rate_basis,
     )
 
 
