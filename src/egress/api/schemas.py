@@ -90,11 +90,19 @@ class ExportCreate(_Request):
         description="Webhook URL notified when the export ends (https).")
 
 
+class PlannedTable(BaseModel):
+    name: str
+    estimated_rows: int | None = Field(
+        description="The catalog's row estimate (an upper bound with filters; null for a "
+                    "query on SQLite).")
+
+
 class ExportCreated(BaseModel):
     id: str
     status: Status
     status_url: str
     events_url: str
+    tables: list[PlannedTable] = Field(description="What will be exported, in order.")
 
 
 class TableProgress(BaseModel):

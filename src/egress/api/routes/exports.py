@@ -25,6 +25,7 @@ from egress.api.schemas import (
     ExportCreated,
     ExportPage,
     ExportPublic,
+    PlannedTable,
     StateFilter,
     TableEstimate,
 )
@@ -175,8 +176,11 @@ def create_export(
               source=req.source, tables=list(export.tables), format=req.format, **digest)
     else:
         response.status_code = 200
+    planned = [PlannedTable(name=t.table, estimated_rows=t.rows_estimate)
+               for t in store.task_list(export.id)]
     return ExportCreated(id=export.id, status=str(export.state),  # type: ignore[arg-type]
-                         status_url=status_url(export.id), events_url=events_url(export.id))
+                         status_url=status_url(export.id), events_url=events_url(export.id),
+                         tables=planned)
 
 
 @router.post(
