@@ -13,12 +13,10 @@ its checkpoint in a local state directory instead (``state_dir``, by default
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import hashlib
 import json
 import logging
-import math
 import os
 import shutil
 import time
@@ -26,23 +24,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from egress.config import default_home
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.engine.manifest import MANIFEST, SUCCESS, TableResult, build_manifest, write_manifest
 from egress.engine.naming import STATE_DIR
-from egress.engine.plan import DEFAULT_PART_SIZE, plan_task
+from egress.engine.plan import DEFAULT_PART_SIZE, fit_part_budget, plan_task
 from egress.engine.slice import Task, run_slice
 from egress.exceptions import ConfigError, EgressError, ResumeMismatchError, SinkError
-from egress.formats import check_format, get_compression, make_format
+from egress.formats import check_format, get_compression
 from egress.leftovers import Leftovers
+from egress.redact import redact_url, without_password
 from egress.sinks import is_local, open_sink
 from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
 from egress.sinks.oserrors import writing
-from egress.sources import open_source, redact_url
-from egress.sources.base import Source, TableInfo
+from egress.sources import open_source
+from egress.sources.base import Source
 from egress.sources.query import Query, check_query, open_query_source
 
 log = logging.getLogger(__name__)
@@ -302,20 +300,10 @@ def _run_table(
     return cp
 
 
-def url_without_password(url: str) -> str:
-    """``postgresql://u:secret@h/db`` → ``postgresql://u@h/db`` (libpq then reads PGPASSWORD)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
-
-
 def _comparable(key: str, value: Any) -> Any:
     # The CLI prints the resume command without the password: both forms are the same source.
     if key == "source" and isinstance(value, str):
-        return url_without_password(value)
+        return without_password(value)
     return value
 
 
@@ -366,22 +354,6 @@ def discard(
 def default_state_dir(location: str) -> Path:
     """Where a one-shot export to ``location`` (an object-storage URL) keeps its checkpoint."""
     return default_home() / "oneshot" / hashlib.sha256(location.encode()).hexdigest()
-
-
-def fit_part_budget(
-    spec: TaskSpec, info: TableInfo, part_size: int, max_parts: int | None
-) -> TaskSpec:
-    """Grow rows per part so that a file's estimated parts stay within the sink's limit
-    (S3: 10,000 per object), with a fifth left for a low row estimate."""
-    if max_parts is None or make_format(spec.format, spec.format_options).self_contained:
-        return spec
-    budget = max_parts * 0.8
-    parts = (info.row_estimate or 0) / spec.part_rows
-    if spec.max_file_size is not None:
-        parts = min(parts, spec.max_file_size / max(1, part_size))
-    if parts <= budget:
-        return spec
-    return dataclasses.replace(spec, part_rows=math.ceil(spec.part_rows * parts / budget))
 
 
 def _open(

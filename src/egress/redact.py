@@ -23,7 +23,7 @@ import contextlib
 import logging
 import re
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 MASK = "***"
 #: libpq connection parameters whose values are credentials (or where they are kept).
@@ -73,6 +73,16 @@ def _mask_credentials(text: str) -> str:
 def redact_url(url: str) -> str:
     """A URL or libpq DSN with every credential masked: safe for logs, errors, manifests."""
     return _mask_credentials(_mask_userinfo(url))
+
+
+def without_password(url: str) -> str:
+    """``postgresql://u:secret@h/db`` → ``postgresql://u@h/db`` (libpq then reads PGPASSWORD)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
 
 
 def redact(text: str) -> str:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from egress.redact import redact
-from egress.sources import redact_url
+from egress.redact import redact, redact_url
 
 SECRET = "Xq7-s3cr"  # every password below contains it
 

@@ -23,9 +23,8 @@ from typing import Any
 import anyio.to_thread
 from fastapi import Request
 
-from egress.api.deps import Principal
 from egress.api.errors import Forbidden, TooManyRequests, Unauthorized
-from egress.domain.access import TOKEN_PREFIX, AuditEntry, TokenRecord, hash_token
+from egress.domain.access import TOKEN_PREFIX, AuditEntry, Principal, TokenRecord, hash_token
 from egress.store.base import JobStore
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """FastAPI dependencies shared by every router: the store, the settings, the caller.
 
-Contract for routers (the API-core module implements the bodies):
+Contract for routers:
 
     @router.get("/v1/exports/{export_id}")
     def show(export_id: str, principal: PrincipalDep, store: StoreDep) -> ...:
@@ -19,28 +19,14 @@ its thread pool, a hand-off that cost more than the dependency itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from egress.api.auth import authenticate, check_scope
 from egress.config import Settings
+from egress.domain.access import Principal
 from egress.store.base import JobStore
-
-SCOPES = ("exports:read", "exports:create", "exports:cancel", "exports:query", "admin")
-
-
-@dataclass(frozen=True)
-class Principal:
-    """The authenticated caller: one API token of one project."""
-
-    project: str
-    token_id: str
-    scopes: frozenset[str]
-    client: str | None = None
-
-    def has(self, scope: str) -> bool:
-        return scope in self.scopes or "admin" in self.scopes
 
 
 async def get_store(request: Request) -> JobStore:
@@ -52,16 +38,13 @@ async def get_settings(request: Request) -> Settings:
 
 
 async def get_principal(request: Request) -> Principal:
-    """Authenticates ``Authorization: Bearer <token>``; 401 problem when missing/invalid.
-    Implemented by the API core (api/auth.py)."""
-    from egress.api.auth import authenticate
-
+    """Authenticates ``Authorization: Bearer <token>``; 401 problem when missing/invalid
+    (api/auth.py)."""
     return await authenticate(request)
 
 
 def require_scope(scope: str) -> Callable[[Principal], Coroutine[Any, Any, Principal]]:
     """A dependency that answers 403 unless the caller's token has ``scope`` (or admin)."""
-    from egress.api.auth import check_scope
 
     async def dependency(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
         return check_scope(principal, scope)

@@ -27,7 +27,7 @@ from egress.cli.signals import GracefulStop, run_in_thread, write_stderr
 from egress.engine.plan import DEFAULT_PART_SIZE
 from egress.exceptions import ConfigError
 from egress.formats import COMPRESSIONS, FORMATS, check_format, get_compression
-from egress.oneshot import url_without_password
+from egress.redact import without_password
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class ExportArgs:
 
 def strip_password(url: str) -> tuple[str, bool]:
     """``postgresql://u:secret@h/db`` → (``postgresql://u@h/db``, True)."""
-    shown = url_without_password(url)
+    shown = without_password(url)
     return shown, shown != url
 
 

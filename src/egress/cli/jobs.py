@@ -83,7 +83,7 @@ def migrate(home: str | None) -> None:
 
 
 def _redacted(url: str) -> str:
-    from egress.sources import redact_url
+    from egress.redact import redact_url
 
     return redact_url(url)
 

@@ -22,6 +22,19 @@ TOKEN_PREFIX = "egr_"
 _NAME = re.compile(r"^[\w .:@-]{1,128}$")
 
 
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller: one API token of one project."""
+
+    project: str
+    token_id: str
+    scopes: frozenset[str]
+    client: str | None = None
+
+    def has(self, scope: str) -> bool:
+        return scope in self.scopes or "admin" in self.scopes
+
+
 def new_token() -> str:
     """A new secret token: the prefix and 32 random bytes, URL-safe."""
     return TOKEN_PREFIX + secrets.token_urlsafe(32)

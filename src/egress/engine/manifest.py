@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from egress import __version__
+from egress._version import __version__
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.keys import Key
 from egress.engine.naming import MANIFEST, SUCCESS, assert_data_names_allowed

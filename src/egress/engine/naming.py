@@ -8,16 +8,13 @@ dataset…) gets the same hash suffix as an unsafe name, decided once when it is
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Iterable
 
 from egress.domain.checkpoint import TaskSpec
+from egress.domain.filenames import name_hash, safe_base_name
 from egress.exceptions import ConfigError
 from egress.formats import Format
 from egress.formats.compression import Compression
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 MANIFEST = "manifest.json"
 SUCCESS = "_SUCCESS"
@@ -26,18 +23,6 @@ STATE_DIR = ".egress"
 #: systems (macOS, Windows) and S3 clients that mirror to them do.
 RESERVED_NAMES = (MANIFEST, SUCCESS, STATE_DIR)
 _RESERVED = frozenset(n.casefold() for n in RESERVED_NAMES)
-
-
-def _hash(table: str) -> str:
-    return hashlib.sha256(table.encode()).hexdigest()[:8]
-
-
-def safe_base_name(table: str) -> str:
-    """A file-name-safe form of a table name; a short hash keeps changed names distinct."""
-    base = _UNSAFE.sub("_", table).lstrip(".") or "table"
-    if base != table:
-        base += "-" + _hash(table)
-    return base
 
 
 def _name(base: str, numbered: bool, index: int, fmt: Format, compression: Compression) -> str:
@@ -58,7 +43,7 @@ def output_base_name(
     file would take a reserved name (only the first file can: numbered names are longer)."""
     base = safe_base_name(table)
     if _reserved(_name(base, numbered, 1, fmt, compression)):
-        base = f"{base}-{_hash(table)}"
+        base = f"{base}-{name_hash(table)}"
     return base
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 from egress.domain.checkpoint import TaskSpec
@@ -83,3 +85,19 @@ def _rows_for_size(
         return 10_000
     per_row = encoder.size / rows
     return int(min(MAX_PART_ROWS, max(1, part_size // per_row)))
+
+
+def fit_part_budget(
+    spec: TaskSpec, info: TableInfo, part_size: int, max_parts: int | None
+) -> TaskSpec:
+    """Grow rows per part so that a file's estimated parts stay within the sink's limit
+    (S3: 10,000 per object), with a fifth left for a low row estimate."""
+    if max_parts is None or make_format(spec.format, spec.format_options).self_contained:
+        return spec
+    budget = max_parts * 0.8
+    parts = (info.row_estimate or 0) / spec.part_rows
+    if spec.max_file_size is not None:
+        parts = min(parts, spec.max_file_size / max(1, part_size))
+    if parts <= budget:
+        return spec
+    return dataclasses.replace(spec, part_rows=math.ceil(spec.part_rows * parts / budget))

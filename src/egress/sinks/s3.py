@@ -37,6 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from egress.domain.checkpoint import PartRecord
 from egress.domain.crc import crc32c_base64, crc32c_concat
+from egress.domain.filenames import safe_base_name
 from egress.exceptions import ConfigError, SinkError, SinkUnavailableError
 from egress.sinks.s3_client import (
     CHECKSUM_MODES,
@@ -126,8 +127,6 @@ class S3Sink:
         """The same bucket and client under ``prefix/seg1/seg2…``, each segment made safe
         (``safe_base_name``), so user text such as a project name never becomes a raw
         path segment."""
-        from egress.engine.naming import safe_base_name
-
         child = object.__new__(S3Sink)
         child.__dict__.update(self.__dict__)
         safe = [safe_base_name(s) for s in segments]

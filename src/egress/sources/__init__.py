@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from egress.exceptions import UnknownNameError
-from egress.redact import redact_url  # the one place credentials are masked
 from egress.sources.base import Column, Source, TableInfo
 
 
@@ -43,4 +42,4 @@ def open_source(url: str) -> Source:
     return opener(url)
 
 
-__all__ = ["SOURCE_KINDS", "Column", "Source", "TableInfo", "open_source", "redact_url"]
+__all__ = ["SOURCE_KINDS", "Column", "Source", "TableInfo", "open_source"]

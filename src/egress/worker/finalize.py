@@ -9,7 +9,7 @@ from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.jobs import ExportState, TaskState
 from egress.engine.manifest import TableResult, build_manifest, write_manifest
 from egress.manager import export_source, open_sink
-from egress.sources import redact_url
+from egress.redact import redact_url
 from egress.store.base import JobStore
 
 

@@ -11,13 +11,12 @@ from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.jobs import ExportRecord, TaskRecord
 from egress.domain.predicate import Predicate
-from egress.engine.plan import plan_task
+from egress.engine.plan import fit_part_budget, plan_task
 from egress.engine.slice import Task, run_slice
 from egress.exceptions import LeaseLostError
 from egress.failures import describe_failure
 from egress.manager import export_source, open_sink
 from egress.metrics import SLICES
-from egress.oneshot import fit_part_budget
 from egress.store.base import JobStore
 from egress.worker.finalize import finalize_export
 from egress.worker.lease import LeaseKeeper

@@ -125,7 +125,8 @@ def test_estimate_of_a_sqlite_query_has_no_row_count(api: Api):
                                                "key": ["k"], "name": "joined"})
     assert r.status_code == 200, r.text
     assert r.json() == {"tables": [{"table": "joined", "rows": None, "bytes": None}],
-                        "rows": None, "bytes": None, "seconds": None}
+                        "rows": None, "bytes": None, "seconds": None,
+                        "rows_per_second": 200_000, "rate_basis": "default"}
 
 
 # --- a PostgreSQL source --------------------------------------------------------------

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from egress import manager
 from egress.api.auth import audit, check_scope
-from egress.api.deps import Principal, PrincipalDep, SettingsDep, StoreDep, require_scope
+from egress.api.deps import PrincipalDep, SettingsDep, StoreDep, require_scope
 from egress.api.errors import (
     BODY_ERRORS,
     COMMON_ERRORS,
@@ -31,6 +31,7 @@ from egress.api.schemas import (
 )
 from egress.api.views import events_url, export_public, export_summaries, status_url
 from egress.config import Settings
+from egress.domain.access import Principal
 from egress.domain.jobs import ExportState
 from egress.estimate import estimate_export
 from egress.exceptions import ActiveLimitError, ConfigError

@@ -17,11 +17,12 @@ from starlette.responses import FileResponse, RedirectResponse, Response
 
 from egress import manager
 from egress.api.auth import audit
-from egress.api.deps import Principal, PrincipalDep, SettingsDep, StoreDep, require_scope
+from egress.api.deps import PrincipalDep, SettingsDep, StoreDep, require_scope
 from egress.api.errors import BODY_ERRORS, COMMON_ERRORS, NOT_FOUND, Gone, problem_doc
 from egress.api.links import Link, public_base, sign_link, verify_link
 from egress.api.schemas import LinkCreate, LinkPublic
 from egress.config import Settings
+from egress.domain.access import Principal
 from egress.domain.jobs import ExportRecord, ExportState
 from egress.engine.manifest import MANIFEST
 from egress.exceptions import ConfigError, NotFoundError

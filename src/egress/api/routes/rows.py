@@ -18,7 +18,7 @@ from egress.api.auth import audit
 from egress.api.deps import PrincipalDep, SettingsDep, require_scope
 from egress.api.errors import COMMON_ERRORS
 from egress.api.routes.exports import check_source_name
-from egress.engine.naming import safe_base_name
+from egress.domain.filenames import safe_base_name
 from egress.engine.plan import format_options
 from egress.engine.selection import check_selection, selected_schema
 from egress.exceptions import ConfigError
