@@ -17,8 +17,14 @@
     ├── LeaseLostError               a checkpoint commit was fenced off: stop writing at once
     ├── StoreError                   the job store cannot be reached (transient)
     ├── NotFoundError                no such export in the caller's project
-    └── ActiveLimitError             the project has its most exports queued or running
-    (ConfigError also has IdempotencyConflictError: a key reused with another request)
+    ├── ActiveLimitError             the project has its most exports queued or running
+    ├── ApiError (api/errors.py)     an HTTP-layer error with its status: Unauthorized,
+    │                                Forbidden, Gone, PayloadTooLarge, TooManyRequests,
+    │                                NotSupported
+    ├── ResolveError (webhooks/guard.py)  a callback's host did not resolve (transient)
+    └── PostError (webhooks/client.py)    a webhook POST got no HTTP answer (transient)
+    (ConfigError also has IdempotencyConflictError: a key reused with another request,
+    and Refused (webhooks/guard.py): the SSRF guard refused a callback URL)
 
 Third-party errors are converted at the boundary with ``raise X(...) from exc``.
 Messages say what was wrong and, where it helps, what is allowed.

@@ -21,14 +21,17 @@ from typing import Any
 
 import httpcore
 
+from egress.exceptions import EgressError
 from egress.webhooks.guard import CallbackTarget
 
 #: The part of a Location header kept in an attempt's error text.
 MAX_LOCATION = 200
 
 
-class PostError(Exception):
+class PostError(EgressError):
     """The request did not get an HTTP answer; the message says why (never the body)."""
+
+    transient = True
 
 
 @dataclass(frozen=True)
