@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from egress.demo import build_demo_db
+from egress.cli.demo_data import build_demo_db
 
 pytestmark = pytest.mark.slow
 

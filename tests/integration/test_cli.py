@@ -25,9 +25,9 @@ from click.testing import CliRunner, Result
 
 import egress
 from egress.cli import main
+from egress.cli.demo_data import build_demo_db
 from egress.cli.export import ExportArgs, resume_text
 from egress.cli.params import parse_size
-from egress.demo import build_demo_db
 
 EVENTS = 200_000
 CLI = [sys.executable, "-m", "egress.cli"]

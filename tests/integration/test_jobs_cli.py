@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from egress.cli import main
-from egress.demo import build_demo_db
+from egress.cli.demo_data import build_demo_db
 
 
 def test_jobs_create_takes_sizes_lists_formats_and_shows_rfc3339(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from egress.cli.demo import default_demo_dir
-from egress.demo import DEFAULT_ROWS, build_demo_db
+from egress.cli.demo_data import DEFAULT_ROWS, build_demo_db
 
 README = Path(__file__).parents[2] / "README.md"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import click
 
+from egress.cli.demo_data import DEFAULT_ROWS, DemoSizes, ensure_demo_db
 from egress.cli.export import ExportArgs, program_argv, run_export
-from egress.demo import DEFAULT_ROWS, DemoSizes, ensure_demo_db
 
 
 def default_demo_dir() -> Path:

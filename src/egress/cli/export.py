@@ -189,11 +189,11 @@ def make_progress(args: ExportArgs) -> Any:
     if mode == "auto":
         mode = "bar" if sys.stderr.isatty() else "lines"
     if mode == "bar":
-        from egress.progress import ExportProgress
+        from egress.cli.progress_bars import ExportProgress
 
         return ExportProgress()
     if mode == "lines":
-        from egress.progress_lines import ProgressLines
+        from egress.cli.progress_lines import ProgressLines
 
         return ProgressLines(interval=args.progress_interval)
     return None

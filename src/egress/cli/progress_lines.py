@@ -4,7 +4,7 @@ A bar redrawn with control characters makes an unreadable log, and no output at 
 a long export look hung, so this writes one line per table start and end and, in between,
 at most one line per ``interval`` seconds per table: rows (against the estimate), bytes,
 rows per second and the time left. It implements the ``Progress`` protocol of
-:mod:`egress.oneshot`, like the bars of :mod:`egress.progress`.
+:mod:`egress.oneshot`, like the bars of :mod:`egress.cli.progress_bars`.
 """
 
 from __future__ import annotations
