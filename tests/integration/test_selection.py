@@ -108,6 +108,13 @@ def test_postgres_filters_match_python_and_keep_exact_values(pg_url: str):
         assert _ids(source, "t", [{"column": "u", "op": "=", "value": uuid_of_7}]) == [7]
         with pytest.raises(ConfigError, match="cannot be filtered"):
             _ids(source, "t", [{"column": "body", "op": "is_null"}])
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE small (id smallint PRIMARY KEY, n int)")
+        with pytest.raises(ConfigError, match="from -32,768 to 32,767"):
+            _ids(source, "small", [{"column": "id", "op": "<", "value": 40_000}])
+        with pytest.raises(ConfigError, match="from -2,147,483,648 to 2,147,483,647"):
+            _ids(source, "small", [{"column": "n", "op": "=", "value": 2**31}])
+        assert _ids(source, "small", [{"column": "id", "op": "<", "value": 32_767}]) == []
     finally:
         source.close()
 
@@ -132,6 +139,13 @@ def test_check_selection_messages(sqlite_source: Path):
         ([{"column": "name", "op": "=", "value": "a\x00b"}], "NUL"),
         ([{"column": "name", "op": "is_null", "value": "x"}], "takes no value"),
         ([{"column": "name", "op": "in", "value": []}], "list of 1"),
+        # beyond what the column (or the driver) holds: refused here, not retried later
+        ([{"column": "id", "op": ">", "value": 2**63}],
+         "value 9223372036854775808 is out of range; allowed: integers from "
+         "-9,223,372,036,854,775,808 to 9,223,372,036,854,775,807"),
+        ([{"column": "id", "op": "in", "value": [1, -(2**63) - 1]}], "out of range"),
+        ([{"column": "loose", "op": "=", "value": 2**64}], "out of range"),
+        ([{"column": "amount", "op": "<", "value": 10**30}], "as a string"),
     ]
     for filters, words in bad:
         with pytest.raises(ConfigError, match=words.replace("(", r"\(")):

@@ -156,6 +156,10 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
         for e in exc.errors()
     ]
     where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:5])
+    if any(e["type"] == "json_invalid" for e in errors):
+        # a body that cannot be parsed at all is a 400, as clients expect (docs/api.md)
+        return problem(400, "bad-request", "Bad request",
+                       f"the body is not valid JSON: {where}", errors=errors)
     return problem(422, "validation-error", "Invalid request",
                    f"the request does not match the API schema: {where}", errors=errors)
 

@@ -8,9 +8,9 @@ catalog by the use cases; the models only fix shapes and bounds.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Format = Literal["csv", "jsonl", "json", "sql", "parquet"]
 Compression = Literal["none", "gzip", "zstd"]
@@ -24,8 +24,37 @@ Scalar = str | int | float | bool
 KeyColumn = Annotated[str, Field(min_length=1, max_length=256)]
 
 
+def _lone_surrogate(value: Any, path: str) -> str | None:
+    """Where ``value`` holds a string that is not valid Unicode text (JSON's ``"\\ud800"``
+    decodes to one, and nothing downstream can encode it)."""
+    if isinstance(value, str):
+        for char in value:
+            if 0xD800 <= ord(char) <= 0xDFFF:
+                return f"{path} holds a lone surrogate (U+{ord(char):04X}), not valid text"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found = _lone_surrogate(key, path) or _lone_surrogate(item, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _lone_surrogate(item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: `true` is not a size and "yes" is not a boolean (no loose conversion)
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        found = _lone_surrogate(data, "body")
+        if found:
+            raise ValueError(found)
+        return data
 
 
 class Filter(_Request):
@@ -49,7 +78,7 @@ class TableRequest(_Request):
 
 
 class ExportCreate(_Request):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"source": "main", "tables": ["events"], "format": "csv", "compression": "gzip"},
         {"source": "main", "format": "parquet", "tables": [
             {"name": "events", "columns": ["id", "kind"],

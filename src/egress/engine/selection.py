@@ -51,10 +51,38 @@ def _kind(column: Column) -> str | None:
     return None
 
 
+#: What a database driver binds as an integer parameter (SQLite, PostgreSQL's bigint).
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _int_bounds(column: Column, kind: str) -> tuple[int, int]:
+    """The integers a filter on ``column`` may compare with: the column type's own range
+    for integer columns, else what the drivers bind as an integer."""
+    t = column.arrow_type
+    if kind == "integer" and pa.types.is_integer(t):
+        bits = t.bit_width
+        if pa.types.is_unsigned_integer(t):
+            return 0, 2**bits - 1
+        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    return _INT64
+
+
+def _check_range(column: Column, kind: str, value: Any, where: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return
+    low, high = _int_bounds(column, kind)
+    if not low <= value <= high:
+        hint = ("" if kind == "integer" else
+                "; give a larger number as a string (\"123456789012345678901234\")")
+        raise ConfigError(f"{where}: value {value} is out of range; allowed: integers from "
+                          f"{low:,} to {high:,}{hint}")
+
+
 def _check_value(column: Column, kind: str, value: Any) -> Scalar:
     where = f"filter on column {column.name!r} ({column.source_type or 'untyped'})"
     if isinstance(value, str) and "\x00" in value:
         raise ConfigError(f"{where}: a value may not contain a NUL character")
+    _check_range(column, kind, value, where)
     ok = False
     if kind == "integer":
         ok = isinstance(value, int) and not isinstance(value, bool)
