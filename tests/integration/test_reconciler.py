@@ -1,0 +1,96 @@
+"""The reconciler's own branches, on both stores: an export past its maximum duration is
+failed (its queued tasks cancelled), and an export whose tasks are all done but which no
+one finalized (its worker died right after the last task) is completed — manifest and
+``_SUCCESS`` written — by whichever worker reconciles next."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from egress.config import Settings
+from egress.domain.jobs import ExportState, TaskState
+from egress.manager import ExportRequest, create_export, export_root
+from egress.store.sql import SqlJobStore
+from egress.worker import runner as runner_module
+from egress.worker.reconciler import reconcile_once
+from egress.worker.runner import TaskRunner
+from jobsharness import make_events_db, write_home
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def settings(tmp_path: Path, store_url: str) -> Settings:
+    source = make_events_db(tmp_path / "source.db", {"events": 500, "users": 50})
+    return write_home(tmp_path / "home", store_url=store_url, sources={"main": source},
+                      worker={"slice_seconds": 5.0, "lease_seconds": 10.0})
+
+
+@pytest.fixture
+def store(settings: Settings):
+    s = SqlJobStore(settings.store_url)
+    s.migrate()
+    yield s
+    s.close()
+
+
+def test_an_overdue_export_is_failed_with_its_queued_tasks(settings: Settings,
+                                                            store: SqlJobStore) -> None:
+    quick = dataclasses.replace(settings, export=dataclasses.replace(settings.export,
+                                                                     max_duration=0.5))
+    export, _ = create_export(store, quick, ExportRequest(source="main",
+                                                          tables=("events", "users")),
+                              project="p")
+    assert reconcile_once(store, quick).overdue == 0  # not yet past its duration
+    time.sleep(0.8)
+    report = reconcile_once(store, quick)
+    assert report.overdue == 1
+    failed = store.export_get("p", export.id)
+    assert failed is not None and failed.state is ExportState.FAILED
+    assert "did not finish within its maximum duration" in (failed.error or "")
+    assert {t.state for t in store.task_list(export.id)} == {TaskState.CANCELLED}
+    assert reconcile_once(store, quick).overdue == 0  # once only
+
+
+def test_an_export_left_unfinalized_is_completed_by_the_reconciler(
+    settings: Settings, store: SqlJobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    export, _ = create_export(store, settings, ExportRequest(source="main",
+                                                             tables=("events", "users")),
+                              project="p")
+
+    def dies_before_finalizing(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("worker died between the last task and the manifest")
+
+    monkeypatch.setattr(runner_module, "finalize_export", dies_before_finalizing)
+    runner = TaskRunner(store, settings, threading.Event())
+    for _ in range(20):
+        claimed = store.task_claim("w1", lease_seconds=10, project_cap=10, limit=1)
+        if not claimed:
+            break
+        assert runner.run(claimed[0]) in ("done", "requeued")
+    assert {t.state for t in store.task_list(export.id)} == {TaskState.DONE}
+    stuck = store.export_get("p", export.id)
+    assert stuck is not None and stuck.state is ExportState.RUNNING
+    root = export_root(settings, stuck)
+    assert not (root / "_SUCCESS").exists()
+
+    report = reconcile_once(store, settings)
+    assert report.finalized == 1
+    done = store.export_get("p", export.id)
+    assert done is not None and done.state is ExportState.COMPLETED
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert {t["table"]: t["rows"] for t in manifest["tables"]} == {"events": 500, "users": 50}
+    assert (root / "_SUCCESS").exists()
+    assert reconcile_once(store, settings).finalized == 0
