@@ -13,6 +13,20 @@ import re
 
 from egress.exceptions import SourceAccessError, SourceError, SourceUnavailableError
 
+#: SQLSTATE classes and codes of PostgreSQL that a retry may get past: connection
+#: exceptions (08), serialization failure / deadlock (40), insufficient resources (53),
+#: operator intervention such as admin_shutdown or a statement timeout (57), system
+#: errors (58), lock not available and object in use (55P03, 55006).
+TRANSIENT_CLASSES = ("08", "40", "53", "57", "58")
+TRANSIENT_CODES = ("55P03", "55006")
+
+
+def sqlstate_transient(sqlstate: str | None) -> bool:
+    """Whether an error with this SQLSTATE may pass on a later attempt."""
+    return bool(sqlstate) and (str(sqlstate).startswith(TRANSIENT_CLASSES)
+                               or sqlstate in TRANSIENT_CODES)
+
+
 _PASSWORD_HINT = ("set PGPASSWORD (or a ~/.pgpass entry), or give the password in the "
                   "source's URL (egress.toml for named sources)")
 
@@ -51,7 +65,8 @@ def connect_error(where: str, sqlstate: str | None, message: str) -> SourceError
     if "no password supplied" in text:
         return SourceAccessError(
             f"PostgreSQL at {where} asks for a password and none was given: {_PASSWORD_HINT}")
-    if re.search(r"\b(ssl|tls|certificate)\b", text):
+    # a TLS set-up that cannot work (not a TLS connection lost mid-way: that is transient)
+    if re.search(r"certificate|sslmode|does not support ssl|ssl negotiation|handshake", text):
         return SourceAccessError(f"TLS with PostgreSQL at {where} failed: {message}")
     if "connection refused" in text:
         reason = "connection refused (is the server running and listening there?)"

@@ -37,7 +37,7 @@ from egress.exceptions import (
 )
 from egress.redact import redact_url, scrub, url_secrets
 from egress.sources.base import Column, TableInfo
-from egress.sources.pg_errors import connect_error
+from egress.sources.pg_errors import connect_error, sqlstate_transient
 from egress.sources.pg_types import PgMapping, conform, list_check_sql, map_type
 from egress.sources.predicate_sql import render_conditions
 
@@ -55,8 +55,6 @@ SESSION_SETTINGS = (
     "SET application_name = 'egress'",
 )
 # SQLSTATEs (and classes) after which a retry later may succeed.
-_TRANSIENT_CLASSES = ("08", "53", "57", "40")
-_TRANSIENT_CODES = ("55P03", "55006")
 #: A type's length/precision (``varchar(20)``, ``numeric(10,2)``, ``timestamp(3)``).
 _FILTER_TYPMOD = re.compile(r"\(\s*\d+(?:\s*,\s*\d+)?\s*\)")
 
@@ -440,7 +438,7 @@ class PostgresSource:
         lost = sqlstate is None and isinstance(
             exc, adbc_driver_manager.OperationalError | psycopg.OperationalError
         )
-        if lost or (sqlstate or "").startswith(_TRANSIENT_CLASSES) or sqlstate in _TRANSIENT_CODES:
+        if lost or sqlstate_transient(sqlstate):
             return self._unavailable(exc)
         if sqlstate and sqlstate.startswith("22"):
             return DataError(f"cannot read {what}: {detail}")

@@ -177,8 +177,10 @@ class TaskOps(SqlCore):
         public, detail = public_and_detail(error)
         stmt = (
             self._fenced(task_id, token)
+            # the failing attempt counts: a task that failed at once shows 1 attempt
             .values(state="failed", error=public, lease_owner=None, lease_token=None,
-                    lease_expires_at=None, updated_at=self._now)
+                    lease_expires_at=None, attempts=tasks.c.attempts + 1,
+                    updated_at=self._now)
             .returning(tasks.c.export_id, tasks.c.table_name, tasks.c.state,
                        tasks.c.updated_at)
         )

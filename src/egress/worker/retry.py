@@ -1,43 +1,81 @@
-"""Which errors are worth retrying, and after how long."""
+"""Which errors are worth retrying, and after how long.
+
+Transient: a later attempt may succeed — a lost or refused connection, a timeout, a
+server restarting (``admin_shutdown``), a serialization failure or deadlock, a lock held
+by another process, S3 throttling or 5xx. Permanent: everything else — a syntax error, an
+unknown table or column, a denied permission, a refused password, a bug. A permanent error
+fails the task at once (docs/jobs.md), so it never hides behind ``max_attempts`` retries.
+
+egress's own errors say which they are (``EgressError.transient``); the sources and sinks
+translate their drivers' errors at their boundary. What reaches the worker untranslated
+is classified here by the driver's own class and SQLSTATE, never by the message alone.
+"""
 
 from __future__ import annotations
 
+import errno
 import random
+import sqlite3
 
 from egress.exceptions import EgressError
+from egress.sources.pg_errors import sqlstate_transient
 
-_TRANSIENT_WORDS = (
-    "connection",
-    "timeout",
-    "timed out",
-    "could not connect",
-    "server closed",
-    "terminating connection",
-    "serialization",
-    "deadlock",
-    "database is locked",
-    "temporarily",
-    "slowdown",
-    "reset by peer",
-)
+#: S3 error codes that mean "later" (the HTTP status decides the rest: 5xx and 429)
+S3_TRANSIENT_CODES = frozenset({
+    "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
+    "InternalError", "ServiceUnavailable", "RequestLimitExceeded", "TooManyRequests",
+})
+_NETWORK_ERRNOS = frozenset({
+    errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE,
+    errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN,
+})
+
+
+def _driver_transient(exc: BaseException) -> bool | None:
+    """The verdict of a database or S3 driver's error class; None when not a driver's."""
+    import adbc_driver_manager
+    import botocore.exceptions as boto
+    import psycopg
+
+    if isinstance(exc, psycopg.Error):
+        if exc.sqlstate is None:  # no answer from the server: the connection broke
+            return isinstance(exc, psycopg.OperationalError)
+        return sqlstate_transient(exc.sqlstate)
+    if isinstance(exc, adbc_driver_manager.Error):
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate:
+            return sqlstate_transient(sqlstate)
+        return isinstance(exc, adbc_driver_manager.OperationalError)
+    if isinstance(exc, sqlite3.OperationalError):
+        # another process holds the database: SQLITE_BUSY / SQLITE_LOCKED
+        code = getattr(exc, "sqlite_errorcode", None)
+        busy = code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+        return busy or "database is locked" in str(exc)
+    if isinstance(exc, sqlite3.Error):
+        return False
+    if isinstance(exc, boto.ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return error.get("Code") in S3_TRANSIENT_CODES or status >= 500 or status == 429
+    if isinstance(exc, boto.ConnectionError | boto.HTTPClientError):
+        return True  # endpoint unreachable, connection closed, read/connect timeouts
+    if isinstance(exc, boto.BotoCoreError):
+        return False  # missing credentials, bad parameters, unknown region
+    return None
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Transient: a later attempt may succeed (network, restarts, locks, throttling).
-
-    egress's own errors say so themselves; a driver error counts as transient when its
-    class or message is about connections, timeouts or locks. Anything else unexpected
-    is retried too (up to max_attempts): a bug fails the task after a few attempts, a
-    passing fault does not fail a long export.
-    """
+    """Whether a later attempt of the same work may succeed (see the module's text)."""
     if isinstance(exc, EgressError):
         return exc.transient
-    if isinstance(exc, (ConnectionError, TimeoutError)):
+    verdict = _driver_transient(exc)
+    if verdict is not None:
+        return verdict
+    if isinstance(exc, ConnectionError | TimeoutError):
         return True
-    text = f"{type(exc).__name__} {exc}".lower()
-    if any(word in text for word in _TRANSIENT_WORDS):
-        return True
-    return not isinstance(exc, (ValueError, TypeError, KeyError, AttributeError))
+    if isinstance(exc, OSError):
+        return exc.errno in _NETWORK_ERRNOS
+    return False  # a bug or bad data: the same input fails the same way
 
 
 def backoff_delay(
