@@ -150,7 +150,7 @@ class FilePublic(BaseModel):
     rows: int
     bytes: int
     crc32c: str = Field(description="CRC32C of the whole file, 8 hex digits.")
-    sha256: str | None = Field(description="SHA-256 (hex); null for S3 destinations.")
+    sha256: str | None = Field(description="SHA-256 (hex) of the file as stored.")
     download_url: str
 
 

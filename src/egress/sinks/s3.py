@@ -9,7 +9,9 @@ The checkpoint protocol maps onto multipart uploads one to one (DESIGN.md §3):
 - ``complete_file`` → CompleteMultipartUpload with the (number, ETag) list from the
   checkpoint and ``If-None-Match: *``: a finished object is never overwritten (a late
   zombie gets PreconditionFailed). A retried complete that finds the object already
-  there checks the token: the object is ours → done, idempotently.
+  there checks the token: the object is ours → done, idempotently. It returns the
+  object's SHA-256: from the running digest of the parts this process uploaded in order
+  (sinks/digests.py), else by reading the object back once (a resumed upload).
 - ``verify_parts`` → ListParts against the checkpoint on resume; the engine rewinds to
   the last agreed part when they differ (engine/resume.py).
 
@@ -39,6 +41,7 @@ from egress.domain.checkpoint import PartRecord
 from egress.domain.crc import crc32c_base64, crc32c_concat
 from egress.domain.filenames import safe_base_name
 from egress.exceptions import ConfigError, SinkError, SinkUnavailableError
+from egress.sinks.digests import RunningDigests, sha256_of
 from egress.sinks.s3_client import (
     CHECKSUM_MODES,
     content_type,
@@ -50,6 +53,10 @@ from egress.sinks.s3_client import (
 )
 
 log = logging.getLogger(__name__)
+#: SHA-256 of the uploads in progress in this process, across slices and sink objects
+DIGESTS = RunningDigests()
+#: Bytes per read when an object is read back to hash it.
+READ_BACK_CHUNK = 8 * 1024 * 1024
 
 MiB = 1024 * 1024
 #: S3's smallest part, except for an upload's last part.
@@ -226,6 +233,7 @@ class S3Sink:
                 "resuming restarts the file"
             ) from exc
         etag = resp["ETag"]
+        DIGESTS.add((self.bucket, key, state["upload_id"]), offset, data)
         log.debug(
             "s3 part stored key=%s part=%d size=%d etag=%s",
             key, number, len(data), etag_value(etag),
@@ -236,8 +244,8 @@ class S3Sink:
     def complete_file(
         self, name: str, state: dict[str, Any], size: int, parts: Sequence[PartRecord] = ()
     ) -> str | None:
-        """CompleteMultipartUpload; idempotent. Returns None: S3 does not give the SHA-256
-        of a multipart object, the manifest carries its CRC32C instead."""
+        """CompleteMultipartUpload; idempotent. Returns the object's SHA-256 (S3 keeps none
+        for a multipart object): the running digest, else read back from the object."""
         key = state["key"]
         if sum(p.size for p in parts) != size or not parts:
             raise SinkError(
@@ -273,7 +281,7 @@ class S3Sink:
             # A retry of a complete that went through, or a zombie late to the party.
             if self._completed_by_us(key, state, size):
                 log.info("s3 upload was already completed key=%s", key, extra={"key": key})
-                return None
+                return self._sha256(key, state, size)
             if error_code(exc) == "NoSuchUpload":
                 raise SinkUnavailableError(
                     f"the upload of s3://{self.bucket}/{key} no longer exists and the object is "
@@ -286,7 +294,20 @@ class S3Sink:
             ) from exc
         log.info("s3 upload completed key=%s size=%d parts=%d", key, size, len(parts),
                  extra={"key": key, "size": size})
-        return None
+        return self._sha256(key, state, size)
+
+    def _sha256(self, key: str, state: dict[str, Any], size: int) -> str:
+        running = DIGESTS.take((self.bucket, key, state["upload_id"]), size)
+        if running is not None:
+            return running
+        # parts uploaded by another process (a resume): read the object back, once
+        log.info("s3 reading back to hash key=%s size=%d", key, size,
+                 extra={"key": key, "size": size})
+        body = self._call("get_object", key, Key=key)["Body"]
+        try:
+            return sha256_of(iter(lambda: body.read(READ_BACK_CHUNK), b""))
+        finally:
+            body.close()
 
     def abort_file(self, name: str, state: dict[str, Any]) -> None:
         if not state.get("upload_id"):

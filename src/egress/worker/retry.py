@@ -18,13 +18,9 @@ import random
 import sqlite3
 
 from egress.exceptions import EgressError
+from egress.sinks.s3_client import is_transient as s3_transient
 from egress.sources.pg_errors import sqlstate_transient
 
-#: S3 error codes that mean "later" (the HTTP status decides the rest: 5xx and 429)
-S3_TRANSIENT_CODES = frozenset({
-    "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
-    "InternalError", "ServiceUnavailable", "RequestLimitExceeded", "TooManyRequests",
-})
 _NETWORK_ERRNOS = frozenset({
     errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE,
     errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN,
@@ -53,14 +49,9 @@ def _driver_transient(exc: BaseException) -> bool | None:
         return busy or "database is locked" in str(exc)
     if isinstance(exc, sqlite3.Error):
         return False
-    if isinstance(exc, boto.ClientError):
-        error = exc.response.get("Error", {})
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        return error.get("Code") in S3_TRANSIENT_CODES or status >= 500 or status == 429
-    if isinstance(exc, boto.ConnectionError | boto.HTTPClientError):
-        return True  # endpoint unreachable, connection closed, read/connect timeouts
-    if isinstance(exc, boto.BotoCoreError):
-        return False  # missing credentials, bad parameters, unknown region
+    if isinstance(exc, boto.ClientError | boto.BotoCoreError):
+        # the S3 sink's own table: 5xx, 429, throttling, timeouts, dropped connections
+        return s3_transient(exc)
     return None
 
 

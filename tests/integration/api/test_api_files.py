@@ -120,7 +120,7 @@ def test_s3_download_redirects_to_a_fresh_presigned_url(s3, settings, store: Sql
                                 "destination": "lake"})["id"]
         view = api.wait(export_id)
         [f] = view["files"]
-        assert f["sha256"] is None and len(f["crc32c"]) == 8
+        assert len(f["sha256"]) == 64 and len(f["crc32c"]) == 8
         r = api.get(f["download_url"])
         assert r.status_code == 302 and r.headers["cache-control"] == "no-store"
         location = r.headers["location"]
@@ -128,6 +128,7 @@ def test_s3_download_redirects_to_a_fresh_presigned_url(s3, settings, store: Sql
         assert "X-Amz-Expires=300" in location
         body = httpx.get(location).content
         assert len(body) == f["bytes"] and body.startswith(b"id,user_id,kind")
+        assert hashlib.sha256(body).hexdigest() == f["sha256"]  # through the worker too
         # each request signs anew (a link that expired is never handed out again)
         time.sleep(1.1)
         assert api.get(f["download_url"]).headers["location"] != location
