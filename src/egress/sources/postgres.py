@@ -40,6 +40,7 @@ from egress.sources.base import Column, TableInfo
 from egress.sources.pg_errors import connect_error, sqlstate_transient
 from egress.sources.pg_types import PgMapping, conform, list_check_sql, map_type
 from egress.sources.predicate_sql import render_conditions
+from egress.sources.timestamps import instant_text
 
 #: Batches handed to the engine hold at most this many rows (slices, no copies).
 BATCH_ROWS = 65536
@@ -56,6 +57,8 @@ SESSION_SETTINGS = (
 )
 # SQLSTATEs (and classes) after which a retry later may succeed.
 #: A type's length/precision (``varchar(20)``, ``numeric(10,2)``, ``timestamp(3)``).
+_INSTANT_TYPES = frozenset({"timestamp with time zone", "timestamp without time zone",
+                            "timestamptz", "timestamp"})
 _FILTER_TYPMOD = re.compile(r"\(\s*\d+(?:\s*,\s*\d+)?\s*\)")
 
 _TABLES_SQL = """
@@ -348,6 +351,10 @@ class PostgresSource:
         types = {c.name: _FILTER_TYPMOD.sub("", c.source_type) for c in table.columns}
 
         def bind(column: str, value: object) -> str:
+            if types[column] in _INSTANT_TYPES and isinstance(value, str):
+                # an instant in UTC (an offset applied, not dropped as a cast to timestamp
+                # without time zone would); the session's time zone is UTC
+                value = instant_text(value)
             bound.append(filter_text(value))
             # the column's own type (without length/precision, which would round or cut)
             return f"CAST(${first + len(bound) - 1}::text AS {types[column]})"

@@ -45,6 +45,7 @@ from egress.exceptions import (
 )
 from egress.sources.base import SOURCE_TYPE, Column, TableInfo
 from egress.sources.predicate_sql import render_conditions
+from egress.sources.timestamps import instant_text, sqlite_instant_sql
 
 #: Hidden column carrying the rowid of a table without a primary key.
 ROWID = "__egress_rowid"
@@ -386,11 +387,19 @@ class SqliteSource:
                 conditions.append(f"{keys} > ?")
             params.extend(after)
 
-        def bind(_column: str, value: object) -> str:
+        # timestamp columns compare as instants (sources/timestamps.py), not as text
+        instants = {c.name for c in table.columns if pa.types.is_timestamp(c.arrow_type)}
+
+        def column(name: str) -> str:
+            return sqlite_instant_sql(quote_ident(name)) if name in instants else quote_ident(name)
+
+        def bind(name: str, value: object) -> str:
+            if name in instants and isinstance(value, str):
+                value = instant_text(value)
             params.append(int(value) if isinstance(value, bool) else value)
             return "?"
 
-        conditions += render_conditions(predicate, quote_ident, bind)
+        conditions += render_conditions(predicate, column, bind)
         where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
         return (
             f"SELECT 1, {', '.join(plan.dummies)} UNION ALL SELECT * FROM ("
