@@ -103,6 +103,10 @@ class ExportDefaults:
     #: A free-form query export's statement (each page of it) is cancelled after this
     #: many seconds (PostgreSQL statement_timeout; SQLite a progress handler).
     query_timeout_seconds: float = 300.0
+    #: Largest text or binary value one row may hold, and most bytes the rows of one part
+    #: may hold as read: above them a task fails naming the row (engine/sizes.py).
+    max_value_bytes: int = 64 * 1024 * 1024
+    max_page_bytes: int = 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@
     │   ├── TableNotFoundError       unknown table; lists close names
     │   ├── NoUsableKeyError         a table without a key that keyset pagination can use
     │   ├── PermissionDeniedError    the source's user may not read a table
-    │   └── DataError                a value that cannot be represented as declared
+    │   ├── DataError                a value that cannot be represented as declared
+    │   └── ValueTooLargeError       a value (or a part's rows) above the size limit
     ├── SinkError                    the destination cannot be written
     │   ├── SinkUnavailableError     the destination is unreachable or throttling (transient)
     │   └── DestinationFullError     no space left or over quota on disk (transient)
@@ -96,6 +97,11 @@ class PermissionDeniedError(SourceError):
 
 class DataError(SourceError):
     """A value that cannot be represented in the type its column declares."""
+
+
+class ValueTooLargeError(SourceError):
+    """A value, or the rows of one part, larger than the limit set for one export
+    (permanent: the same row is as large next time)."""
 
 
 class SinkError(EgressError):

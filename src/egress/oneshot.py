@@ -30,6 +30,7 @@ from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.engine.manifest import MANIFEST, SUCCESS, TableResult, build_manifest, write_manifest
 from egress.engine.naming import STATE_DIR
 from egress.engine.plan import DEFAULT_PART_SIZE, fit_part_budget, plan_task
+from egress.engine.sizes import MAX_VALUE_BYTES, SizeLimits
 from egress.engine.slice import Task, run_slice
 from egress.exceptions import ConfigError, EgressError, ResumeMismatchError, SinkError
 from egress.formats import check_format, get_compression
@@ -125,6 +126,7 @@ def export(
     key: Sequence[str] | None = None,
     name: str | None = None,
     query_timeout: float = 300.0,
+    max_value_bytes: int = MAX_VALUE_BYTES,
 ) -> ExportResult:
     """Export ``tables`` (or every table with ``all_tables``) of the database at the
     SQLAlchemy-style URL ``source`` into the directory or ``s3://bucket/prefix`` ``to``.
@@ -139,6 +141,9 @@ def export(
     resumed by ``key`` (result columns that are unique and NOT NULL) into a file named
     after ``name`` (default ``query``); each page's statement stops after
     ``query_timeout`` seconds.
+
+    A row holding a text or binary value above ``max_value_bytes`` stops the export with
+    an error naming its table, column and key, before it is encoded.
     """
     check_format(format)
     get_compression(compression)
@@ -146,6 +151,8 @@ def export(
         raise ConfigError(f"max file size must be positive, got {max_file_size}")
     if part_rows is not None and part_rows <= 0:
         raise ConfigError(f"part rows must be positive, got {part_rows}")
+    if max_value_bytes <= 0:
+        raise ConfigError(f"max value size must be positive, got {max_value_bytes}")
     checked = None
     if query is not None:
         if tables or all_tables:
@@ -162,7 +169,8 @@ def export(
                        sink=sink, state=state, format=format, compression=compression,
                        max_file_size=max_file_size, part_size=part_size, part_rows=part_rows,
                        slice_seconds=slice_seconds, resume=resume, options=options,
-                       progress=progress, stop=stop, query_timeout=query_timeout)
+                       progress=progress, stop=stop, query_timeout=query_timeout,
+                       limits=SizeLimits(max_value_bytes=max_value_bytes))
     except BaseException:
         # a run that committed nothing leaves nothing; otherwise --resume continues it
         made.remove_if_unused(
@@ -189,6 +197,7 @@ def _export(
     progress: Progress | None,
     stop: Callable[[], bool],
     query_timeout: float,
+    limits: SizeLimits,
 ) -> ExportResult:
     tables = names
     out = sink.root if isinstance(sink, LocalSink) else sink.location
@@ -242,7 +251,7 @@ def _export(
                 spec = plan_task(
                     src, info, format=format, compression=compression, part_size=part_size,
                     part_rows=part_rows, max_file_size=max_file_size, options=options,
-                    min_part_bytes=sink.min_part_bytes,
+                    min_part_bytes=sink.min_part_bytes, limits=limits,
                 )
                 spec = fit_part_budget(spec, info, part_size, sink.max_parts)
                 entry = tasks[name] = {"spec": spec.to_json(), "checkpoint": Checkpoint().to_json()}
@@ -250,7 +259,8 @@ def _export(
             spec = TaskSpec.from_json(entry["spec"])
             cp = Checkpoint.from_json(entry["checkpoint"])
             try:
-                cp = _run_table(src, sink, state, spec, info, cp, slice_seconds, stop, progress)
+                cp = _run_table(src, sink, state, spec, info, cp, slice_seconds, stop, progress,
+                                limits)
             except SinkError as exc:
                 if not exc.transient:  # e.g. access denied: leave no upload behind
                     _abort_open_files(sink, state)
@@ -283,6 +293,7 @@ def _run_table(
     slice_seconds: float,
     stop: Callable[[], bool],
     progress: Progress | None,
+    limits: SizeLimits,
 ) -> Checkpoint:
     def commit(new: Checkpoint) -> None:
         state.data["tasks"][spec.table]["checkpoint"] = new.to_json()
@@ -290,7 +301,8 @@ def _run_table(
         if progress:
             progress.advanced(spec.table, new)
 
-    task = Task(spec=spec, table=info, source=src, sink=sink, commit=commit, should_stop=stop)
+    task = Task(spec=spec, table=info, source=src, sink=sink, commit=commit, should_stop=stop,
+                limits=limits)
     if progress:
         progress.table_started(spec.table, info.row_estimate, cp)
     while not cp.done and not stop():

@@ -42,6 +42,7 @@ class ExportArgs:
     compression: str = "none"
     max_file_size: Size | None = None
     part_size: Size | None = None
+    max_value_size: Size | None = None
     part_rows: int | None = None
     slice_seconds: float | None = None
     delimiter: str | None = None
@@ -74,6 +75,8 @@ class ExportArgs:
             argv += ["--max-file-size", self.max_file_size.text]
         if self.part_size is not None:
             argv += ["--part-size", self.part_size.text]
+        if self.max_value_size is not None:
+            argv += ["--max-value-size", self.max_value_size.text]
         if self.part_rows is not None:
             argv += ["--part-rows", str(self.part_rows)]
         if self.slice_seconds is not None:
@@ -226,6 +229,7 @@ def _export(
         query=args.query,
         key=[k.strip() for item in args.key for k in item.split(",") if k.strip()] or None,
         name=args.name,
+        **({} if args.max_value_size is None else {"max_value_bytes": int(args.max_value_size)}),
     )
 
 
@@ -278,6 +282,9 @@ def _size(n: int) -> str:
               help="Target size of a committed part (default 8MiB).")
 @click.option("--part-rows", type=click.IntRange(min=1), default=None,
               help="Rows per committed part (default: from --part-size).")
+@click.option("--max-value-size", type=SIZE, default=None,
+              help="Largest text or binary value a row may hold (default 64MiB): a larger "
+                   "one stops the export, naming its row.")
 @click.option("--slice-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Length of a slice between checkpoints (default 5).")
 @click.option("--delimiter", default=None, metavar="CHAR",
@@ -305,6 +312,7 @@ def export_command(
     max_file_size: Size | None,
     part_size: Size | None,
     part_rows: int | None,
+    max_value_size: Size | None,
     slice_seconds: float | None,
     delimiter: str | None,
     resume: bool,
@@ -320,7 +328,8 @@ def export_command(
     args = ExportArgs(
         source=source, out=out, format=fmt, tables=tables, all_tables=all_tables,
         compression=compression, max_file_size=max_file_size, part_size=part_size,
-        part_rows=part_rows, slice_seconds=slice_seconds, delimiter=delimiter, quiet=quiet,
+        part_rows=part_rows, max_value_size=max_value_size, slice_seconds=slice_seconds,
+        delimiter=delimiter, quiet=quiet,
         query=query, key=key, name=name, progress=progress_mode,
         progress_interval=progress_interval,
     )

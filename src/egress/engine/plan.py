@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import partial
 from typing import Any
 
 from egress.domain.checkpoint import TaskSpec
 from egress.domain.predicate import Predicate
 from egress.engine.naming import output_base_name
 from egress.engine.selection import selected_schema
+from egress.engine.sizes import SizeLimits, check_batch
 from egress.formats import get_compression, make_format
 from egress.sources.base import Source, TableInfo
 
@@ -47,6 +49,7 @@ def plan_task(
     options: dict[str, Any] | None = None,
     columns: tuple[str, ...] | None = None,
     predicate: Predicate | None = None,
+    limits: SizeLimits | None = None,
 ) -> TaskSpec:
     """A task for ``table`` (only ``columns`` and the rows matching ``predicate``, if
     given: checked by ``engine.selection``). Rows per part come from ``part_rows`` or
@@ -55,7 +58,8 @@ def plan_task(
     opts = format_options(format, source, table, compression, options or {})
     fmt = make_format(format, opts)
     if part_rows is None:
-        part_rows = _rows_for_size(source, table, fmt, part_size, columns, predicate)
+        part_rows = _rows_for_size(source, table, fmt, part_size, columns, predicate,
+                                   limits or SizeLimits())
     return TaskSpec(
         table=table.name,
         format=format,
@@ -73,18 +77,24 @@ def plan_task(
 
 def _rows_for_size(
     source: Source, table: TableInfo, fmt: Any, part_size: int,
-    columns: tuple[str, ...] | None, predicate: Predicate | None,
+    columns: tuple[str, ...] | None, predicate: Predicate | None, limits: SizeLimits,
 ) -> int:
     encoder = fmt.part_encoder(selected_schema(table, columns), 0)
     rows = 0
     names = list(columns) if columns is not None else table.column_names
     for batch in source.read(table, None, SAMPLE_ROWS, predicate=predicate):
+        # the sample is encoded: an oversized value stops here as it would in a slice
+        check_batch(batch, table.name, limits, partial(_row_key, batch, table.key_columns))
         encoder.add(batch.select(names))
         rows += batch.num_rows
     if rows == 0 or encoder.size == 0:
         return 10_000
     per_row = encoder.size / rows
     return int(min(MAX_PART_ROWS, max(1, part_size // per_row)))
+
+
+def _row_key(batch: Any, key_columns: tuple[str, ...], row: int) -> tuple[Any, ...]:
+    return tuple(batch.column(name)[row].as_py() for name in key_columns)
 
 
 def fit_part_budget(

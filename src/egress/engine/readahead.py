@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from egress.domain.keys import Key
 from egress.domain.predicate import Predicate
+from egress.engine.sizes import SizeLimits, check_batch, check_page
 from egress.sources.base import Source, TableInfo
 
 #: Batches the reader may hold ahead of the encoder (about one page of most tables).
@@ -48,9 +49,10 @@ class PageReader:
 
     def __init__(
         self, source: Source, table: TableInfo, limit: int, predicate: Predicate | None,
-        last_key: Callable[[pa.RecordBatch], Key],
+        last_key: Callable[[pa.RecordBatch], Key], limits: SizeLimits | None = None,
     ) -> None:
         self._source, self._table, self._limit = source, table, limit
+        self._limits = limits or SizeLimits()
         self._predicate, self._last_key = predicate, last_key
         self._thread: threading.Thread | None = None
         self._queue: queue.Queue[object] = queue.Queue(QUEUE_BATCHES)
@@ -118,16 +120,25 @@ class PageReader:
                 continue
         return False
 
+    def _check(self, batch: pa.RecordBatch) -> None:
+        def key_of(row: int) -> Key:
+            return self._last_key(batch.slice(row, 1))
+
+        check_batch(batch, self._table.name, self._limits, key_of)
+
     def _run(self, after: Key | None, q: queue.Queue[object], stop: threading.Event) -> None:
         try:
             while not stop.is_set():
-                rows, last = 0, after
+                rows, last, page_bytes = 0, after, 0
                 batches = self._source.read(self._table, after, self._limit,
                                             predicate=self._predicate)
                 with contextlib.closing(batches) as it:
                     for batch in it:
                         rows += batch.num_rows
+                        self._check(batch)
                         last = self._last_key(batch)
+                        page_bytes += batch.nbytes
+                        check_page(self._table.name, page_bytes, self._limits, after, last)
                         if not self._put(q, stop, batch):
                             return
                 # the table ended (or a NULL key the consumer refuses to page past)

@@ -34,6 +34,7 @@ from egress.engine.naming import file_name
 from egress.engine.readahead import PageReader
 from egress.engine.resume import verify_open_file
 from egress.engine.selection import selected_schema
+from egress.engine.sizes import SizeLimits
 from egress.exceptions import DataError
 from egress.formats import get_compression, make_format
 from egress.formats.base import Format
@@ -94,6 +95,8 @@ class Task:
     should_stop: Callable[[], bool] = _never
     grace: float = 0.25
     clock: Callable[[], float] = time.monotonic
+    #: what one value and one part's rows may hold (engine/sizes.py)
+    limits: SizeLimits = field(default_factory=SizeLimits)
     fmt: Format = field(init=False)
     compression: Compression = field(init=False)
 
@@ -115,7 +118,7 @@ class Task:
         """The read-ahead of this slice (closed by ``close_pages`` when it ends)."""
         if self._pages is None:
             self._pages = PageReader(self.source, self.table, self.spec.part_rows,
-                                     self.spec.predicate, self._raw_last_key)
+                                     self.spec.predicate, self._raw_last_key, self.limits)
         return self._pages
 
     def close_pages(self) -> None:

@@ -12,6 +12,7 @@ from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.jobs import ExportRecord, TaskRecord
 from egress.domain.predicate import Predicate
 from egress.engine.plan import fit_part_budget, plan_task
+from egress.engine.sizes import SizeLimits
 from egress.engine.slice import Task, run_slice
 from egress.exceptions import LeaseLostError
 from egress.failures import describe_failure
@@ -95,6 +96,7 @@ class TaskRunner:
                     min_part_bytes=sink.min_part_bytes, options=fmt_opts,
                     columns=tuple(columns) if columns else None,
                     predicate=Predicate.from_json(select.get("filters")),
+                    limits=self._limits(),
                 )
                 spec = fit_part_budget(
                     spec, info, opts.get("part_size") or self.settings.export.part_size,
@@ -122,7 +124,7 @@ class TaskRunner:
                 return self.stopping.is_set() or lease.lost or lease.cancelled
 
             runnable = Task(spec=spec, table=info, source=source, sink=sink, commit=commit,
-                            should_stop=should_stop)
+                            should_stop=should_stop, limits=self._limits())
             cp = run_slice(runnable, cp, time.monotonic() + self.settings.worker.slice_seconds)
         finally:
             source.close()
@@ -140,6 +142,10 @@ class TaskRunner:
         if not self.store.task_requeue(task.id, token):
             return "lost"
         return "cancelled" if lease.cancelled else "requeued"
+
+    def _limits(self) -> SizeLimits:
+        defaults = self.settings.export
+        return SizeLimits(defaults.max_value_bytes, defaults.max_page_bytes)
 
     def _failed(self, task: TaskRecord, exc: BaseException) -> str:
         token = task.lease_token
