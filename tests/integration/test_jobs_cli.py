@@ -29,6 +29,12 @@ def test_jobs_create_takes_sizes_lists_formats_and_shows_rfc3339(tmp_path: Path)
     export_id = made.stdout.strip()
     ran = runner.invoke(main, ["worker", "--exit-when-idle"], env=env)
     assert ran.exit_code == 0, ran.output
+    # the worker says what it does, one line each, and nothing of its libraries' chatter
+    log = ran.stderr
+    assert f"task claimed attempts=0 export='{export_id}'" in log
+    assert "slice ended" in log and "rows=2000" not in log.split("slice ended")[0]
+    assert "export completed bytes=" in log and f"export='{export_id}'" in log
+    assert "total_rows=2000" in log and "alembic" not in log.lower()
 
     shown = json.loads(runner.invoke(main, ["jobs", "show", export_id, "--json"],
                                      env=env).stdout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint, TaskSpec
@@ -11,6 +12,8 @@ from egress.engine.manifest import TableResult, build_manifest, write_manifest
 from egress.manager import export_source, open_sink
 from egress.redact import redact_url
 from egress.store.base import JobStore
+
+log = logging.getLogger(__name__)
 
 
 def finalize_export(store: JobStore, settings: Settings, export_id: str) -> bool:
@@ -47,4 +50,9 @@ def finalize_export(store: JobStore, settings: Settings, export_id: str) -> bool
     manifest["export_id"] = export.id
     manifest["project"] = export.project
     write_manifest(sink, manifest)
-    return store.export_complete(export_id, manifest)
+    completed = store.export_complete(export_id, manifest)
+    if completed:
+        log.info("export completed", extra={
+            "export": export_id, "rows": manifest["total_rows"],
+            "bytes": manifest["total_bytes"], "files": len(manifest["files"])})
+    return completed

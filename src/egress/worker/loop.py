@@ -82,8 +82,11 @@ class Worker:
                 continue
             with self._lock:
                 self._busy += 1
+            task = claimed[0]
+            log.info("task claimed", extra={"export": task.export_id, "task": task.id,
+                                            "table": task.table, "attempts": task.attempts})
             try:
-                self.runner.run(claimed[0])
+                self.runner.run(task)
             finally:
                 with self._lock:
                     self._busy -= 1

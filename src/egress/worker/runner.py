@@ -125,7 +125,14 @@ class TaskRunner:
 
             runnable = Task(spec=spec, table=info, source=source, sink=sink, commit=commit,
                             should_stop=should_stop, limits=self._limits())
-            cp = run_slice(runnable, cp, time.monotonic() + self.settings.worker.slice_seconds)
+            before, started = cp, time.monotonic()
+            cp = run_slice(runnable, cp, started + self.settings.worker.slice_seconds)
+            seconds = time.monotonic() - started
+            log.info("slice ended", extra={
+                "export": export.id, "task": task.id, "table": task.table,
+                "rows": cp.rows - before.rows, "bytes": cp.bytes - before.bytes,
+                "rows_per_s": round((cp.rows - before.rows) / seconds) if seconds > 0 else None,
+                "total_rows": cp.rows, "done": cp.done})
         finally:
             source.close()
         if lease.lost:
@@ -160,7 +167,9 @@ class TaskRunner:
                 self.store.task_requeue(task.id, token, delay=delay, error=message,
                                         count_attempt=True)
                 return "retry"
-            log.error("task failed", extra={"task": task.id, "error": message})
+            log.error("task failed; its export fails", extra={
+                "export": task.export_id, "task": task.id, "table": task.table,
+                "error": message})
             self.store.task_fail(task.id, token, message)
         except Exception as store_exc:  # the store is away too: the lease will expire
             log.warning("could not record a failure",
