@@ -70,8 +70,11 @@ class WorkerSettings:
     slice_seconds: float = 20.0
     #: Tasks a project may have running at once (fairness between tenants).
     project_cap: int = 4
-    #: Attempts after transient errors before a task fails for good.
-    max_attempts: int = 5
+    #: Transient failures in a row without progress before a task fails for good: a
+    #: committed part starts the count over, so a source that restarts now and then never
+    #: fails an export that keeps moving. With the backoff (2, 4, 8 … s, at most
+    #: backoff_max_seconds) ten failures wait out about 13 minutes of a source being down.
+    max_attempts: int = 10
     #: First retry delay; doubles each attempt (with jitter), capped at backoff_max_seconds.
     backoff_seconds: float = 2.0
     backoff_max_seconds: float = 300.0

@@ -19,7 +19,7 @@ from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
-from egress.domain.progress import shown_task_state
+from egress.domain.progress import retry_notice, shown_task_state
 from egress.engine.manifest import MANIFEST, SUCCESS
 from egress.engine.selection import check_selection
 from egress.exceptions import ConfigError, NotFoundError
@@ -331,6 +331,7 @@ def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> di
                 "rows_estimate": t.rows_estimate,
                 "bytes": t.bytes,
                 "attempts": t.attempts,
+                "failures": t.failures,
                 "error": t.error,
             }
             for t in tasks
@@ -338,6 +339,8 @@ def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> di
         "rows": sum(t.rows for t in tasks),
         "bytes": sum(t.bytes for t in tasks),
         "error": export.error,
+        "notice": retry_notice([(t.table, t.failures, t.error) for t in tasks],
+                               export.state in (ExportState.QUEUED, ExportState.RUNNING)),
         "error_detail": export.error_detail,  # for the CLI (a local admin); not the API's
         "created_at": export.created_at,
         "started_at": export.started_at,

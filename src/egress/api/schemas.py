@@ -140,8 +140,10 @@ class TableProgress(BaseModel):
     rows: int
     rows_estimate: int | None
     bytes: int
-    attempts: int
-    error: str | None
+    attempts: int = Field(description="Failures since the table last made progress (it "
+                                       "fails at the worker's max_attempts).")
+    failures: int = Field(default=0, description="Every failure of the table, retried or not.")
+    error: str | None = Field(description="The last error, in plain words.")
 
 
 class FilePublic(BaseModel):
@@ -168,7 +170,11 @@ class ExportSummary(BaseModel):
     bytes: int
     rate: float | None = Field(description="Rows per second since the export started.")
     eta_seconds: float | None = Field(description="Estimated seconds left, if known.")
-    attempts: int = Field(description="Attempts of all tables together.")
+    attempts: int = Field(description="Failures without progress of all tables together.")
+    failures: int = Field(default=0, description="Every failure of all tables together.")
+    notice: str | None = Field(
+        default=None, description="While it runs: which tables were retried, how often, and "
+                                  "the last error, in plain words.")
     error: str | None = Field(description="Why it failed: a plain message (what failed, what "
                                           "to do) without hosts, paths or driver text.")
     error_detail: str | None = Field(

@@ -16,7 +16,7 @@ from egress import manager
 from egress.api.schemas import ExportPublic, ExportSummary, FilePublic, TableProgress
 from egress.config import Settings
 from egress.domain.jobs import ExportRecord, ExportState
-from egress.domain.progress import ExportProgress, shown_task_state
+from egress.domain.progress import ExportProgress, retry_notice, shown_task_state
 from egress.store.base import JobStore
 
 ACTIVE_STATES = ("queued", "running")
@@ -76,6 +76,9 @@ def _summary(export: ExportRecord, tables: list[TableProgress], admin: bool) -> 
         "rate": None if rate is None else round(rate, 1),
         "eta_seconds": None if eta is None else round(eta, 1),
         "attempts": sum(t.attempts for t in tables),
+        "failures": sum(t.failures for t in tables),
+        "notice": retry_notice([(t.table, t.failures, t.error) for t in tables],
+                               export.state in (ExportState.QUEUED, ExportState.RUNNING)),
         "error": export.error,
         # driver text and file paths are for operators only
         "error_detail": export.error_detail if admin else None,
@@ -113,7 +116,7 @@ def export_summaries(
             TableProgress(table=t.table, status=shown_task_state(export.state, t.state),
                           rows=t.rows,
                           rows_estimate=t.rows_estimate, bytes=t.bytes, attempts=t.attempts,
-                          error=t.error)
+                          failures=t.failures, error=t.error)
             for t in (p.tasks if p else ())
         ]
         out.append(ExportSummary(**_summary(export, tables, admin)))

@@ -223,6 +223,8 @@ def _print_view(view: dict[str, Any]) -> None:
         click.echo(f"  {t['table']:<24} {t['status']:<9} {t['rows']:,}{estimate} rows{error}")
     for f in view["files"]:
         click.echo(f"  file {f['path']}  {f['rows']:,} rows  {f['bytes']:,} bytes")
+    if view.get("notice"):
+        click.echo(f"note     {view['notice']}")
     if view["error"]:
         click.echo(f"error    {view['error']}")
     if view.get("error_detail"):

@@ -113,8 +113,11 @@ class TaskRecord:
     rows: int = 0
     bytes: int = 0
     rows_estimate: int | None = None
+    #: failures since the task last committed a part (it fails at max_attempts)
     attempts: int = 0
-    max_attempts: int = 5
+    max_attempts: int = 10
+    #: every failure, progress or not
+    failures: int = 0
     lease_owner: str | None = None
     lease_token: str | None = None
     lease_expires_at: float | None = None

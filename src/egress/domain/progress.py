@@ -6,6 +6,7 @@ query per poll of the event hub, however many clients watch).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from egress.domain.jobs import ExportState, TaskState
@@ -30,6 +31,22 @@ class TaskProgress:
     rows_estimate: int | None
     attempts: int
     error: str | None
+    #: every failure (``attempts`` counts only those since the last progress)
+    failures: int = 0
+
+
+def retry_notice(tables: Sequence[tuple[str, int, str | None]], active: bool) -> str | None:
+    """Plain words for an export that keeps going through failures, from ``(table,
+    failures, last error)`` of its tables: None when nothing was retried or it ended."""
+    retried = [(t, n, e) for t, n, e in tables if n > 0]
+    if not active or not retried:
+        return None
+    parts = []
+    for table, failures, error in retried:
+        times = "once" if failures == 1 else f"{failures} times"
+        last = f"; last error: {error}" if error else ""
+        parts.append(f"table {table!r} was retried {times}{last}")
+    return "still running: " + "; ".join(parts)
 
 
 @dataclass(frozen=True)

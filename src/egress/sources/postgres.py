@@ -415,11 +415,31 @@ class PostgresSource:
             if isinstance(error, SourceUnavailableError):
                 self._drop_adbc()
             raise error from None
+        except OSError as exc:
+            # an error inside the Arrow stream (after the first batch) carries no SQLSTATE:
+            # whether the connection survived it tells a lost server from a bad row
+            if self._connection_lost(cur):
+                self._drop_adbc()
+                raise self._unavailable(exc) from None
+            raise self._translate(exc, None, table.name) from None
         finally:
             with contextlib.suppress(adbc_driver_manager.Error):
                 cur.close()
             if self._reader is token:
                 self._end_transaction()
+
+    @staticmethod
+    def _connection_lost(cur: Any) -> bool:
+        """Probe the ADBC connection after a stream error: a failed transaction still
+        answers (25P02, "current transaction is aborted"); a lost connection does not."""
+        try:
+            cur.execute("SELECT 1")
+            cur.fetchall()
+        except adbc_driver_manager.Error as probe:
+            return getattr(probe, "sqlstate", None) != "25P02"
+        except OSError:
+            return True
+        return False
 
     def _end_transaction(self) -> None:
         self._reader = None

@@ -128,8 +128,11 @@ tasks = sa.Table(
     sa.Column("rows", sa.BigInteger, nullable=False),
     sa.Column("bytes", sa.BigInteger, nullable=False),
     sa.Column("rows_estimate", sa.BigInteger),
+    #: failures since the task last made progress (a committed part resets it)
     sa.Column("attempts", sa.Integer, nullable=False),
     sa.Column("max_attempts", sa.Integer, nullable=False),
+    #: every failure of the task, progress or not (shown to users)
+    sa.Column("failures", sa.Integer, nullable=False, server_default=sa.text("0")),
     sa.Column("lease_owner", sa.String(255)),
     sa.Column("lease_token", sa.String(64)),
     sa.Column("lease_expires_at", TIME),

@@ -26,6 +26,7 @@ _COLUMNS = (
     exports.c.started_at, exports.c.finished_at, exports.c.updated_at,
     tasks.c.table_name, tasks.c.seq, tasks.c.state.label("task_state"), tasks.c.rows,
     tasks.c.bytes, tasks.c.rows_estimate, tasks.c.attempts, tasks.c.error.label("task_error"),
+    tasks.c.failures,
     tasks.c.updated_at.label("task_updated_at"),
 )
 
@@ -79,7 +80,7 @@ def _group(rows: Sequence[sa.Row[Any]]) -> dict[str, ExportProgress]:
             found.append(TaskProgress(
                 table=r.table_name, seq=r.seq, state=TaskState(r.task_state), rows=r.rows,
                 bytes=r.bytes, rows_estimate=r.rows_estimate, attempts=r.attempts,
-                error=r.task_error,
+                error=r.task_error, failures=r.failures,
             ))
     return {
         export_id: ExportProgress(

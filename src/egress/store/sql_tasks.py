@@ -110,8 +110,10 @@ class TaskOps(SqlCore):
         bytes: int,
         spec: dict[str, Any] | None = None,
     ) -> bool:
-        values: dict[str, Any] = {"checkpoint": checkpoint, "rows": rows, "bytes": bytes,
-                                  "updated_at": self._now}
+        values: dict[str, Any] = {
+            "checkpoint": checkpoint, "rows": rows, "bytes": bytes, "updated_at": self._now,
+            # progress (a part committed: more bytes) ends a streak of failures
+            "attempts": sa.case((tasks.c.bytes != bytes, 0), else_=tasks.c.attempts)}
         if spec is not None:
             values["spec"] = spec
         stmt = (self._fenced(task_id, token).values(**values)
@@ -168,6 +170,7 @@ class TaskOps(SqlCore):
             error=None if error is None else public_and_detail(error)[0],
             run_after=self._seconds(max(0.0, delay)),
             attempts=tasks.c.attempts + (1 if count_attempt else 0),
+            failures=tasks.c.failures + (1 if count_attempt else 0),
         )
 
     def task_finish(self, task_id: str, token: str) -> bool:
@@ -180,7 +183,7 @@ class TaskOps(SqlCore):
             # the failing attempt counts: a task that failed at once shows 1 attempt
             .values(state="failed", error=public, lease_owner=None, lease_token=None,
                     lease_expires_at=None, attempts=tasks.c.attempts + 1,
-                    updated_at=self._now)
+                    failures=tasks.c.failures + 1, updated_at=self._now)
             .returning(tasks.c.export_id, tasks.c.table_name, tasks.c.state,
                        tasks.c.updated_at)
         )

@@ -1,0 +1,158 @@
+"""Retries that respect progress (issue 18): an export that keeps moving is not failed by a
+database that restarts now and then.
+
+The PostgreSQL source restarts 8 times during one export, and the PostgreSQL job store 8
+times under two workers — each restart only after at least one more part was committed —
+with ``max_attempts = 3``: counted over the whole export that would fail it at its third
+failure; counted since the last progress, every export completes, byte-identical to
+an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from egress.domain.jobs import ExportState
+from egress.manager import ExportRequest, create_export
+from egress.store.sql import SqlJobStore
+from jobsharness import (
+    export_outputs,
+    make_events_db,
+    reference_outputs,
+    start_worker,
+    stop,
+    write_home,
+)
+from pgserver import PgServer, running_server
+
+pytestmark = pytest.mark.slow
+
+RESTARTS = 8
+PART_ROWS = 4000
+#: max_attempts below RESTARTS: counted over the whole export, the restarts would fail it;
+#: the backoff (0.5, 1, 2 s, with jitter) outlasts one restart (a second or so)
+WORKER = {"concurrency": 1, "heartbeat_seconds": 0.3, "reconcile_seconds": 0.3,
+          "poll_seconds": 0.1, "backoff_seconds": 1.0, "backoff_max_seconds": 4.0,
+          "max_attempts": 3, "slice_seconds": 5.0, "lease_seconds": 4.0}
+
+
+def _rows(read: Callable[[], int]) -> int | None:
+    with contextlib.suppress(Exception):  # the store itself may be restarting
+        return read()
+    return None
+
+
+def _restart_after_progress(server: PgServer, read_rows: Callable[[], int],
+                            done: Callable[[], bool]) -> int:
+    """Restart ``server`` RESTARTS times, each after one more part was committed."""
+    restarts, seen = 0, 0
+    deadline = time.monotonic() + 240
+    while restarts < RESTARTS:
+        assert time.monotonic() < deadline, f"no progress after {restarts} restarts"
+        assert not done(), f"the export ended after only {restarts} restarts: {done.__doc__}"
+        rows = _rows(read_rows)
+        if rows is not None and rows >= seen + PART_ROWS:
+            server.restart()
+            restarts += 1
+            seen = rows
+        time.sleep(0.05)
+    return restarts
+
+
+def _wait(done: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "the export did not end in time"
+        time.sleep(0.2)
+
+
+def test_an_export_survives_eight_restarts_of_its_postgresql_source(tmp_path: Path) -> None:
+    with running_server() as source_server:
+        source_url = source_server.create_database("src")
+        with psycopg.connect(source_url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE events (id bigint PRIMARY KEY, kind text, amount "
+                         "numeric(12,2), at timestamptz)")
+            conn.execute("INSERT INTO events SELECT i, 'kind-' || (i % 7), (i % 1000) / 4.0, "
+                         "timestamptz '2024-01-01 00:00+00' + i * interval '1 second' "
+                         "FROM generate_series(1, 1500000) i")
+        settings = write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 's.db'}",
+                              sources={"main": source_url}, worker=WORKER)
+        store = SqlJobStore(settings.store_url)
+        store.migrate()
+        export = create_export(store, settings, ExportRequest(
+            source="main", tables=("events",), format="csv", compression="gzip",
+            options={"part_rows": PART_ROWS}))[0]
+        worker = start_worker(settings.home, tmp_path / "worker.log")
+        try:
+            def rows() -> int:
+                return sum(t.rows for t in store.task_list(export.id))
+
+            def ended() -> bool:
+                record = store.export_get(None, export.id)
+                return record is not None and record.state.terminal
+
+            _restart_after_progress(source_server, rows, ended)
+            _wait(ended, 300)
+        finally:
+            stop(worker)
+        final = store.export_get(None, export.id)
+        [task] = store.task_list(export.id)
+        try:
+            assert final is not None and final.state is ExportState.COMPLETED, (
+                final, (tmp_path / "worker.log").read_text()[-3000:])
+            # as many failures as the cap or more, and still completed: progress reset it
+            assert task.failures >= task.max_attempts
+            expected = reference_outputs(source_url, "events", "csv", "gzip", PART_ROWS,
+                                         tmp_path / "ref")
+            assert export_outputs(settings, final) == expected
+        finally:
+            store.close()
+
+
+def test_exports_survive_eight_restarts_of_the_postgresql_store_under_two_workers(
+    tmp_path: Path,
+) -> None:
+    sizes = {"a": 400_000, "b": 300_000}
+    source = make_events_db(tmp_path / "source.db", sizes)
+    with running_server() as store_server:
+        store_url = store_server.create_database("store")
+        settings = write_home(tmp_path / "home", store_url=store_url, sources={"main": source},
+                              worker=WORKER)
+        store = SqlJobStore(store_url)
+        store.migrate()
+        exports = [create_export(store, settings, ExportRequest(
+            source="main", tables=(t,), format="jsonl", compression="zstd",
+            options={"part_rows": PART_ROWS}))[0] for t in sizes]
+        ids = [e.id for e in exports]
+        log = tmp_path / "workers.log"
+        workers = [start_worker(settings.home, log) for _ in range(2)]
+        try:
+            def rows() -> int:
+                return sum(t.rows for i in ids for t in store.task_list(i))
+
+            def ended() -> bool:
+                found = [_rows(lambda i=i: int(store.export_get(None, i).state.terminal))
+                         for i in ids]
+                return all(found)
+
+            _restart_after_progress(store_server, rows, ended)
+            _wait(ended, 300)
+        finally:
+            for w in workers:
+                stop(w)
+        try:
+            for export in exports:
+                final = store.export_get(None, export.id)
+                assert final is not None and final.state is ExportState.COMPLETED, (
+                    final, log.read_text()[-3000:])
+                expected = reference_outputs(source, export.tables[0], "jsonl", "zstd",
+                                             PART_ROWS, tmp_path / "ref" / export.id)
+                assert export_outputs(settings, final) == expected
+        finally:
+            store.close()
