@@ -132,6 +132,7 @@ def create_export(
     project: str = DEFAULT_PROJECT,
     idempotency_key: str | None = None,
     active_cap: int | None = None,
+    created_by: str | None = None,
 ) -> tuple[ExportRecord, bool]:
     """Check the request against the catalog and queue one task per table.
 
@@ -178,6 +179,7 @@ def create_export(
         idempotency_key=idempotency_key,
         request_hash=request.fingerprint(),
         callback_url=request.callback_url,
+        created_by=created_by,
         max_duration=settings.export.max_duration,
     )
     tasks = [
@@ -323,6 +325,7 @@ def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> di
         "format": export.format,
         "compression": export.compression,
         "destination": export.destination,
+        "created_by": export.created_by,
         "tables": [
             {
                 "table": t.table,

@@ -170,6 +170,9 @@ class ExportSummary(BaseModel):
     bytes: int
     rate: float | None = Field(description="Rows per second since the export started.")
     eta_seconds: float | None = Field(description="Estimated seconds left, if known.")
+    created_by: str | None = Field(
+        default=None, description="The id of the API token that created it (null: the CLI "
+                                  "or the library).")
     attempts: int = Field(description="Failures without progress of all tables together.")
     failures: int = Field(default=0, description="Every failure of all tables together.")
     notice: str | None = Field(

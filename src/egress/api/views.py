@@ -69,6 +69,7 @@ def _summary(export: ExportRecord, tables: list[TableProgress], admin: bool) -> 
         "format": export.format,
         "compression": export.compression,
         "destination": export.destination,
+        "created_by": export.created_by,
         "tables": tables,
         "rows": rows,
         "rows_estimate": sum(e or 0 for e in estimates) if known else None,

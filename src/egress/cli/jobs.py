@@ -217,6 +217,8 @@ def _json_times(view: dict[str, Any]) -> dict[str, Any]:
 def _print_view(view: dict[str, Any]) -> None:
     click.echo(f"export   {view['id']}  ({view['status']})")
     click.echo(f"source   {view['source']}   format {view['format']} / {view['compression']}")
+    if view.get("created_by"):
+        click.echo(f"by       token {view['created_by']}")
     for t in view["tables"]:
         estimate = f"/{t['rows_estimate']:,}" if t["rows_estimate"] else ""
         error = f"  error: {t['error']}" if t["error"] else ""

@@ -67,6 +67,8 @@ class ExportRecord:
     #: Hash of the normalised request, to tell a replay from a conflicting reuse of a key.
     request_hash: str | None = None
     callback_url: str | None = None
+    #: the id of the API token that created it; None from the CLI or the library
+    created_by: str | None = None
     manifest: dict[str, Any] | None = None
     created_at: float = 0.0
     started_at: float | None = None

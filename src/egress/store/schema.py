@@ -86,6 +86,8 @@ exports = sa.Table(
     sa.Column("idempotency_key", sa.String(255)),
     sa.Column("request_hash", sa.String(128)),
     sa.Column("callback_url", sa.Text),
+    #: the API token that created it (None: the CLI or the library)
+    sa.Column("created_by", sa.String(64)),
     sa.Column("manifest", JsonText),
     sa.Column("created_at", TIME, nullable=False),
     sa.Column("updated_at", TIME, nullable=False),

@@ -38,6 +38,10 @@ def test_audit_lists_the_projects_actions_newest_first(api: Api, tokens: Tokens)
     assert [e["id"] for e in one["items"] + older["items"]] == [e["id"] for e in page["items"]]
     assert older["next_before"] is not None  # a full page: there may be more
 
+    # the export names the token that created it too
+    assert api.get(f"/v1/exports/{first['id']}").json()["created_by"] == tokens.ids[creator]
+    assert api.get("/v1/exports").json()["items"][0]["created_by"] == tokens.ids[creator]
+
     assert_problem(api.get("/v1/audit", token=tokens["exports:read"]), 403, "admin")
     assert_problem(api.get("/v1/audit", params={"action": "export.explode"}), 422)
 

@@ -166,7 +166,7 @@ def create_export(
     try:
         export, created = manager.create_export(
             store, settings, req, project=principal.project,
-            idempotency_key=idempotency_key, active_cap=cap)
+            idempotency_key=idempotency_key, active_cap=cap, created_by=principal.token_id)
     except ActiveLimitError as exc:
         raise _active_limit(principal.project, cap) from exc
     if created:
