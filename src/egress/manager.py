@@ -29,7 +29,7 @@ from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
 from egress.sources import open_source
 from egress.sources.base import Source, TableInfo
-from egress.sources.query import Query, check_query, open_query_source
+from egress.sources.query import Query, check_query
 from egress.store.base import JobStore
 
 DEFAULT_PROJECT = "default"
@@ -254,9 +254,7 @@ def export_root(settings: Settings, export: ExportRecord) -> Path:
 
 def open_export_source(settings: Settings, url: str, query: Query | None = None) -> Source:
     """The source an export reads: the database at ``url``, or ``query`` on it."""
-    if query is None:
-        return open_source(url)
-    return open_query_source(url, query, settings.export.query_timeout_seconds)
+    return open_source(url, query, settings.export.query_timeout_seconds)
 
 
 def export_source(settings: Settings, export: ExportRecord) -> Source:

@@ -42,7 +42,7 @@ from egress.sinks.local import LocalSink
 from egress.sinks.oserrors import writing
 from egress.sources import open_source
 from egress.sources.base import Source
-from egress.sources.query import Query, check_query, open_query_source
+from egress.sources.query import Query, check_query
 
 log = logging.getLogger(__name__)
 
@@ -218,8 +218,7 @@ def _export(
     if resume and not state.exists():
         raise ConfigError(f"nothing to resume in {where}: no checkpoint found in {state.dir}")
 
-    src = (open_query_source(source, checked, query_timeout) if checked is not None
-           else open_source(source))
+    src = open_source(source, checked, query_timeout)
     try:
         names = list(src.tables()) if all_tables or checked else list(dict.fromkeys(tables or ()))
         infos = {name: src.describe(name) for name in names}

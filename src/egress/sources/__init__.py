@@ -1,30 +1,71 @@
-"""Sources by URL scheme. ``open_source`` is the only way the rest of egress opens one."""
+"""Sources by URL scheme: the one registry of what egress can read.
+
+A source kind is an entry of :data:`SOURCE_KINDS`: how to open its tables and, if it can,
+a free-form read-only query. A new engine is one module plus one
+:func:`register_source_kind` call; ``open_source`` is the only way the rest of egress
+opens a source. The openers import their module on first use, so importing egress never
+loads a driver it does not need.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from egress.exceptions import UnknownNameError
 from egress.sources.base import Column, Source, TableInfo
+from egress.sources.query import Query
+
+#: How long one page of a query export may run by default (seconds).
+DEFAULT_QUERY_TIMEOUT = 300.0
 
 
-def _open_sqlite(url: str) -> Source:
+@dataclass(frozen=True)
+class SourceKind:
+    """How to open one kind of source from its URL."""
+
+    #: ``open_tables(url)``: a source whose tables can be exported.
+    open_tables: Callable[[str], Source]
+    #: ``open_query(url, query, timeout)``: a source reading one read-only query, or None
+    #: when this kind runs no free-form queries.
+    open_query: Callable[[str, Query, float], Source] | None = None
+
+
+def _sqlite_tables(url: str) -> Source:
     from egress.sources.sqlite import SqliteSource
 
     return SqliteSource(url)
 
 
-def _open_postgres(url: str) -> Source:
+def _sqlite_query(url: str, query: Query, timeout: float) -> Source:
+    from egress.sources.sqlite_query import SqliteQuerySource
+
+    return SqliteQuerySource(url, query, timeout)
+
+
+def _postgres_tables(url: str) -> Source:
     from egress.sources.postgres import PostgresSource
 
     return PostgresSource(url)
 
 
-SOURCE_KINDS: dict[str, Callable[[str], Source]] = {
-    "sqlite": _open_sqlite,
-    "postgresql": _open_postgres,
-    "postgres": _open_postgres,
-}
+def _postgres_query(url: str, query: Query, timeout: float) -> Source:
+    from egress.sources.pg_query import PostgresQuerySource
+
+    return PostgresQuerySource(url, query, timeout)
+
+
+SOURCE_KINDS: dict[str, SourceKind] = {}
+
+
+def register_source_kind(name: str, kind: SourceKind, *aliases: str) -> None:
+    """Make URLs of scheme ``name`` (and ``aliases``; ``name+driver`` too) open ``kind``."""
+    for scheme in (name, *aliases):
+        SOURCE_KINDS[scheme] = kind
+
+
+register_source_kind("sqlite", SourceKind(_sqlite_tables, _sqlite_query))
+register_source_kind("postgresql", SourceKind(_postgres_tables, _postgres_query), "postgres")
 
 
 def source_kind(url: str) -> str:
@@ -33,13 +74,21 @@ def source_kind(url: str) -> str:
     return scheme.split("+", 1)[0].lower()
 
 
-def open_source(url: str) -> Source:
-    kind = source_kind(url)
-    try:
-        opener = SOURCE_KINDS[kind]
-    except KeyError:
-        raise UnknownNameError("source kind", kind or url, SOURCE_KINDS) from None
-    return opener(url)
+def open_source(url: str, query: Query | None = None,
+                timeout: float = DEFAULT_QUERY_TIMEOUT) -> Source:
+    """The source at ``url``: its tables, or with ``query`` that query's result (each page
+    stopped after ``timeout`` seconds). UnknownNameError lists the kinds there are."""
+    name = source_kind(url)
+    kind = SOURCE_KINDS.get(name)
+    if kind is None:
+        raise UnknownNameError("source kind", name or url, SOURCE_KINDS)
+    if query is None:
+        return kind.open_tables(url)
+    if kind.open_query is None:
+        able = [k for k, v in SOURCE_KINDS.items() if v.open_query is not None]
+        raise UnknownNameError("source kind for query exports", name, able)
+    return kind.open_query(url, query, timeout)
 
 
-__all__ = ["SOURCE_KINDS", "Column", "Source", "TableInfo", "open_source"]
+__all__ = ["SOURCE_KINDS", "Column", "Source", "SourceKind", "TableInfo", "open_source",
+           "register_source_kind", "source_kind"]

@@ -24,16 +24,15 @@ import psycopg
 import pyarrow as pa
 
 from egress.domain.keys import Key
-from egress.domain.predicate import Predicate
 from egress.exceptions import ConfigError, DataError, SourceError, SourceUnavailableError
 from egress.sources.base import Column, TableInfo
+from egress.sources.pg_keyset import ReadPlan
 from egress.sources.pg_types import map_type
-from egress.sources.postgres import PostgresSource, _Plan
+from egress.sources.postgres import PostgresSource
 from egress.sources.query import (
     Query,
     QueryCatalog,
     check_result_columns,
-    checked_page,
     timeout_error,
 )
 
@@ -109,7 +108,7 @@ class PostgresQuerySource(QueryCatalog, PostgresSource):
             columns.append(Column(name=name, source_type=decl, arrow_type=m.arrow_type,
                                   nullable=name not in q.key, logical_type=m.logical_type))
         by_name = dict(zip(names, declared, strict=True))
-        self._plans[q.name] = _Plan(qualified=wrapped, mappings=tuple(mappings),
+        self._plans[q.name] = ReadPlan(qualified=wrapped, mappings=tuple(mappings),
                                     key_types=tuple(by_name[k] for k in q.key))
         estimate = None
         with contextlib.suppress(KeyError, IndexError, TypeError, ValueError):
@@ -117,14 +116,9 @@ class PostgresQuerySource(QueryCatalog, PostgresSource):
         return TableInfo(name=q.name, columns=tuple(columns), key_columns=q.key,
                          row_estimate=estimate, primary_key=q.key)
 
-    def read(
-        self, table: TableInfo, after: Key | None, limit: int,
-        predicate: Predicate | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        if predicate is not None:
-            raise ConfigError("a query export takes no filters: put them in the query")
-        return checked_page(super().read(table, after, limit + 1), table.key_columns, limit,
-                            self.query)
+    def _result_page(self, table: TableInfo, after: Key | None, limit: int
+                     ) -> Iterator[pa.RecordBatch]:
+        return PostgresSource.read(self, table, after, limit)
 
     def _translate(self, exc: Exception, sqlstate: str | None, table: str | None) -> SourceError:
         return self._query_error(exc, sqlstate, describing=False)

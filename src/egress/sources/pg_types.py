@@ -9,11 +9,14 @@ text PostgreSQL itself wrote. The mapping is documented in docs/formats.md.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from egress.domain.keys import KeyValue
 from egress.exceptions import DataError
 
 #: Scalar types the driver returns natively, by ``pg_type.typname``.
@@ -137,3 +140,27 @@ def _check_finite(array: pa.Array, field: pa.Field, source_type: str) -> None:
             "which Arrow dates and timestamps cannot hold; replace it with a finite value "
             "or NULL, or change the column to text"
         )
+
+
+def filter_text(value: object) -> str:
+    """A filter value as text for ``CAST($n::text AS type)``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def key_text(value: KeyValue) -> str:
+    """A cursor value as text that the key column's input function reads back exactly."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)  # shortest exact text; PostgreSQL reads nan/inf too
+    if isinstance(value, bytes):
+        return "\\x" + value.hex()
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, int | decimal.Decimal | str):
+        return str(value)
+    raise DataError(f"cannot use a value of type {type(value).__name__} as a PostgreSQL key")

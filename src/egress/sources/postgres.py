@@ -11,10 +11,7 @@ as PostgreSQL compares them. Type mapping: :mod:`egress.sources.pg_types`.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import decimal
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 
-from egress.domain.keys import Key, KeyValue
+from egress.domain.keys import Key
 from egress.domain.predicate import Predicate
 from egress.exceptions import (
     DataError,
@@ -36,11 +33,16 @@ from egress.exceptions import (
     TableNotFoundError,
 )
 from egress.redact import redact_url, scrub, url_secrets
+from egress.sources import pg_catalog as catalog
 from egress.sources.base import Column, TableInfo
 from egress.sources.pg_errors import connect_error, sqlstate_transient
-from egress.sources.pg_types import PgMapping, conform, list_check_sql, map_type
-from egress.sources.predicate_sql import render_conditions
-from egress.sources.timestamps import instant_text
+from egress.sources.pg_keyset import ReadPlan, keyset_query, quote_ident
+from egress.sources.pg_types import (
+    PgMapping,
+    conform,
+    key_text,
+    map_type,
+)
 
 #: Batches handed to the engine hold at most this many rows (slices, no copies).
 BATCH_ROWS = 65536
@@ -57,59 +59,6 @@ SESSION_SETTINGS = (
 )
 # SQLSTATEs (and classes) after which a retry later may succeed.
 #: A type's length/precision (``varchar(20)``, ``numeric(10,2)``, ``timestamp(3)``).
-_INSTANT_TYPES = frozenset({"timestamp with time zone", "timestamp without time zone",
-                            "timestamptz", "timestamp"})
-_FILTER_TYPMOD = re.compile(r"\(\s*\d+(?:\s*,\s*\d+)?\s*\)")
-
-_TABLES_SQL = """
-SELECT c.oid, n.nspname, c.relname, pg_table_is_visible(c.oid), c.relispartition
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'p')
-  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%'
-ORDER BY n.nspname, c.relname
-"""
-# Each column with its type's name, kind and (for arrays) element type name.
-_COLUMNS_SQL = """
-SELECT a.attnum, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attndims,
-       a.atttypmod, t.typname, t.typtype, t.typbasetype, t.typtypmod, e.typname
-FROM pg_attribute a
-JOIN pg_type t ON t.oid = a.atttypid
-LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
-WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum
-"""
-# A domain's base type (a domain may be over another domain).
-_TYPE_SQL = """
-SELECT t.typname, t.typtype, t.typbasetype, t.typtypmod, e.typname
-FROM pg_type t LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
-WHERE t.oid = %s
-"""
-# Primary key first, then unique indexes: valid, not partial, no expressions.
-_KEYS_SQL = """
-SELECT i.indisprimary, c.relname, (i.indkey::int2[])[0:i.indnkeyatts - 1]
-FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-WHERE i.indrelid = %s AND i.indisunique AND i.indisvalid
-  AND i.indpred IS NULL AND i.indexprs IS NULL
-ORDER BY i.indisprimary DESC, i.indnkeyatts, c.relname
-"""
-_PRIVILEGE_SQL = """
-SELECT has_table_privilege(%(oid)s, 'SELECT') OR NOT EXISTS (
-  SELECT 1 FROM pg_attribute a
-  WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
-    AND NOT has_column_privilege(%(oid)s, a.attnum, 'SELECT'))
-"""
-_SIZE_SQL = """
-SELECT coalesce(sum(pg_relation_size(c.oid)), 0), coalesce(sum(greatest(c.reltuples, 0)), 0),
-       bool_or(c.reltuples < 0)
-FROM pg_partition_tree(%s) p JOIN pg_class c ON c.oid = p.relid WHERE p.isleaf
-"""
-
-
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def libpq_url(url: str) -> str:
     """The URL libpq understands: ``postgresql+psycopg://`` → ``postgresql://``."""
     scheme, sep, rest = url.partition("://")
@@ -119,15 +68,6 @@ def libpq_url(url: str) -> str:
             "(expected postgresql://user:password@host:port/database)"
         )
     return "postgresql://" + rest
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What ``read`` needs to know about a described table."""
-
-    qualified: str
-    mappings: tuple[PgMapping, ...]
-    key_types: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -149,7 +89,7 @@ class PostgresSource:
         self._conn: Any = None
         #: Marks the read() whose transaction is open on the ADBC connection.
         self._reader: object | None = None
-        self._plans: dict[str, _Plan] = {}
+        self._plans: dict[str, ReadPlan] = {}
         self._catalog_conn()
         try:
             self._adbc_conn()
@@ -214,7 +154,7 @@ class PostgresSource:
         """Every name a table can be asked by, and the names ``tables()`` lists."""
         names: dict[str, _Relation] = {}
         listed: list[str] = []
-        for oid, schema, rel, visible, is_partition in self._fetch(_TABLES_SQL):
+        for oid, schema, rel, visible, is_partition in self._fetch(catalog.TABLES_SQL):
             relation = _Relation(oid, schema, rel)
             qualified = f"{schema}.{rel}"
             names.setdefault(qualified, relation)
@@ -232,7 +172,7 @@ class PostgresSource:
         relation = names.get(table)
         if relation is None:
             raise TableNotFoundError(table, listed)
-        (allowed,) = self._fetch(_PRIVILEGE_SQL, {"oid": relation.oid})[0]
+        (allowed,) = self._fetch(catalog.PRIVILEGE_SQL, {"oid": relation.oid})[0]
         if not allowed:
             raise PermissionDeniedError(
                 f"permission denied: the PostgreSQL user may not SELECT from table {table!r}; "
@@ -241,7 +181,7 @@ class PostgresSource:
             )
         columns, mappings, by_attnum, types = [], [], {}, {}
         for (attnum, name, declared, notnull, ndims, typmod, *pg_type) in self._fetch(
-            _COLUMNS_SQL, (relation.oid,)
+            catalog.COLUMNS_SQL, (relation.oid,)
         ):
             typname, element, typmod = self._base_type(pg_type, typmod)
             mapping = map_type(typname, typmod, element, ndims)
@@ -253,7 +193,7 @@ class PostgresSource:
             by_attnum[attnum] = (name, bool(notnull), mapping)
             types[name] = declared
         primary_key, key = self._choose_key(table, relation.oid, by_attnum)
-        self._plans[table] = _Plan(
+        self._plans[table] = ReadPlan(
             qualified=f"{quote_ident(relation.schema)}.{quote_ident(relation.name)}",
             mappings=tuple(mappings),
             key_types=tuple(types[k] for k in key),
@@ -273,7 +213,7 @@ class PostgresSource:
             if typtype != "d":
                 return typname, element, typmod
             typmod = base_mod
-            pg_type = list(self._fetch(_TYPE_SQL, (base,))[0])
+            pg_type = list(self._fetch(catalog.TYPE_SQL, (base,))[0])
         return "text", None, -1
 
     def _choose_key(
@@ -282,7 +222,7 @@ class PostgresSource:
         """(primary key, key columns): the primary key, else the narrowest unique index
         whose columns are all NOT NULL."""
         primary: tuple[str, ...] = ()
-        for is_primary, _index, attnums in self._fetch(_KEYS_SQL, (oid,)):
+        for is_primary, _index, attnums in self._fetch(catalog.KEYS_SQL, (oid,)):
             cols = [by_attnum.get(a) for a in attnums]
             names = tuple(c[0] for c in cols if c is not None)
             if is_primary:
@@ -299,7 +239,7 @@ class PostgresSource:
         )
 
     def _estimate(self, relation: _Relation) -> int | None:
-        size, reltuples, never_analyzed = self._fetch(_SIZE_SQL, (relation.oid,))[0]
+        size, reltuples, never_analyzed = self._fetch(catalog.SIZE_SQL, (relation.oid,))[0]
         if size <= EXACT_COUNT_BYTES:
             query = sql.SQL("SELECT count(*) FROM {}.{}").format(
                 sql.Identifier(relation.schema), sql.Identifier(relation.name)
@@ -312,60 +252,6 @@ class PostgresSource:
     def _literal(self, text: str) -> str:
         """``text`` as a quoted SQL string literal, escaped as the server expects."""
         return sql.Literal(text).as_string(self._catalog_conn())
-
-    def _query(
-        self, table: TableInfo, plan: _Plan, after: Key | None, limit: int,
-        predicate: Predicate | None = None, params: list[object] | None = None,
-        literal: Callable[[str], str] | None = None,
-    ) -> str:
-        """The keyset query. Its parameters: the cursor's values, then the filter values
-        (appended to ``params``), then the LIMIT. With ``literal`` (which quotes a text
-        as an SQL string literal), the cursor's values and the LIMIT are written into the
-        query instead and only the filter values are parameters."""
-        def col(name: str) -> str:
-            # qualified, so that ORDER BY never resolves to a selected ``col::text``
-            return "t." + quote_ident(name)
-
-        selects = [
-            m.select.format(c=col(c.name)) + " AS " + quote_ident(c.name)
-            for c, m in zip(table.columns, plan.mappings, strict=True)
-        ]
-        selects += [
-            list_check_sql(col(c.name)) for c, m in zip(table.columns, plan.mappings, strict=True)
-            if m.list_check
-        ]
-        keys = [col(k) for k in table.key_columns]
-        conditions = []
-        if after is not None and literal is not None:
-            casts = [f"CAST({literal(key_text(v))} AS {t})"
-                     for v, t in zip(after, plan.key_types, strict=True)]
-        elif after is not None:
-            casts = [f"CAST(${i}::text AS {t})" for i, t in enumerate(plan.key_types, 1)]
-        if after is not None:
-            if len(keys) == 1:
-                conditions.append(f"{keys[0]} > {casts[0]}")
-            else:
-                conditions.append(f"({', '.join(keys)}) > ({', '.join(casts)})")
-        bound = params if params is not None else []
-        first = 1 if literal is not None else len(after or ()) + 1
-        types = {c.name: _FILTER_TYPMOD.sub("", c.source_type) for c in table.columns}
-
-        def bind(column: str, value: object) -> str:
-            if types[column] in _INSTANT_TYPES and isinstance(value, str):
-                # an instant in UTC (an offset applied, not dropped as a cast to timestamp
-                # without time zone would); the session's time zone is UTC
-                value = instant_text(value)
-            bound.append(filter_text(value))
-            # the column's own type (without length/precision, which would round or cut)
-            return f"CAST(${first + len(bound) - 1}::text AS {types[column]})"
-
-        conditions += render_conditions(predicate, col, bind)
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        limit_sql = str(int(limit)) if literal is not None else f"${first + len(bound)}"
-        return (
-            f"SELECT {', '.join(selects)} FROM {plan.qualified} AS t{where} "
-            f"ORDER BY {', '.join(keys)} LIMIT {limit_sql}"
-        )
 
     def read(
         self, table: TableInfo, after: Key | None, limit: int,
@@ -381,7 +267,7 @@ class PostgresSource:
         # cursor is then written into the query, as literals quoted by psycopg: it comes
         # from the table itself; user values (filters) stay bound parameters.
         literal = self._literal if predicate is None and self.inline_cursor else None
-        query = self._query(table, plan, after, limit, predicate, filter_values, literal)
+        query = keyset_query(table, plan, after, limit, predicate, filter_values, literal)
         params: tuple[object, ...] | None = (
             None if literal is not None
             else (*(key_text(v) for v in (after or ())), *filter_values, int(limit))
@@ -478,27 +364,3 @@ def _shape_error(column: Column) -> DataError:
         "multi-dimensional or does not start at index 1, which an Arrow list cannot hold; "
         "declare the column with its dimensions (e.g. integer[][]) so egress exports it as text"
     )
-
-
-def filter_text(value: object) -> str:
-    """A filter value as text for ``CAST($n::text AS type)``."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def key_text(value: KeyValue) -> str:
-    """A cursor value as text that the key column's input function reads back exactly."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)  # shortest exact text; PostgreSQL reads nan/inf too
-    if isinstance(value, bytes):
-        return "\\x" + value.hex()
-    if isinstance(value, dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, int | decimal.Decimal | str):
-        return str(value)
-    raise DataError(f"cannot use a value of type {type(value).__name__} as a PostgreSQL key")

@@ -23,6 +23,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from egress.domain.keys import Key
+from egress.domain.predicate import Predicate
 from egress.exceptions import ConfigError, DataError
 from egress.sources.base import TableInfo
 
@@ -76,6 +78,23 @@ class QueryCatalog:
         return self._info
 
     def _describe(self) -> TableInfo:
+        raise NotImplementedError
+
+    def read(
+        self, table: TableInfo, after: Key | None, limit: int,
+        predicate: Predicate | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Up to ``limit`` rows of the result after ``after``, checked on the way: the key
+        must be unique and NOT NULL (one row more is read to see a duplicate at the end)."""
+        if predicate is not None:
+            raise ConfigError("a query export takes no filters: put them in the query")
+        self.describe(table.name)
+        return checked_page(self._result_page(table, after, limit + 1), table.key_columns,
+                            limit, self.query)
+
+    def _result_page(self, table: TableInfo, after: Key | None, limit: int
+                     ) -> Iterator[pa.RecordBatch]:
+        """The dialect's keyset page of the query's result."""
         raise NotImplementedError
 
 
@@ -219,19 +238,3 @@ def _check_unique(batch: pa.RecordBatch, key_columns: tuple[str, ...], query: Qu
         at = pc.index(same, True).as_py()
         raise _not_unique(query, key_columns,
                           tuple(batch.column(k)[at].as_py() for k in key_columns))
-
-
-def open_query_source(url: str, query: Query, timeout: float) -> Any:
-    """A source that reads ``query`` on the database at ``url`` (sqlite or postgresql)."""
-    from egress.sources import source_kind
-
-    kind = source_kind(url)
-    if kind == "sqlite":
-        from egress.sources.sqlite_query import SqliteQuerySource
-
-        return SqliteQuerySource(url, query, timeout)
-    if kind in ("postgresql", "postgres"):
-        from egress.sources.pg_query import PostgresQuerySource
-
-        return PostgresQuerySource(url, query, timeout)
-    raise ConfigError(f"query exports are supported on sqlite and postgresql sources, not {kind!r}")

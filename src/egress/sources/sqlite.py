@@ -21,18 +21,15 @@ its own storage class, so SQLite's ordering across storage classes is kept.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import adbc_driver_manager
 import adbc_driver_sqlite.dbapi as adbc_sqlite
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from egress.domain.keys import Key
 from egress.domain.predicate import Predicate
@@ -43,8 +40,17 @@ from egress.exceptions import (
     SourceUnavailableError,
     TableNotFoundError,
 )
-from egress.sources.base import SOURCE_TYPE, Column, TableInfo
+from egress.sources.base import Column, TableInfo
 from egress.sources.predicate_sql import render_conditions
+from egress.sources.sqlite_types import (
+    DYNAMIC,
+    DYNAMIC_MAPPING,
+    Convert,
+    Mapping,
+    cast_column,
+    dynamic,
+    map_declared_type,
+)
 from egress.sources.timestamps import instant_text, sqlite_instant_sql
 
 #: Hidden column carrying the rowid of a table without a primary key.
@@ -56,171 +62,8 @@ EXACT_COUNT_UNTIL = 200_000
 RAW_KEY = "__egress_key_"
 BATCH_ROWS = 16384
 
-_DECIMAL = re.compile(r"^\s*(?:DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)\s*$", re.I)
-_HAS_OFFSET = r"(?:Z|[+-]\d\d:?\d\d)$"
-_DATE_ONLY = r"^\d{4}-\d\d-\d\d$"
-#: SQLite's storage classes, in the order of the children of :data:`DYNAMIC`.
-_STORAGE_CLASSES = (
-    ("integer", pa.int64(), "0"),
-    ("real", pa.float64(), "0.0"),
-    ("text", pa.string(), "''"),
-    ("blob", pa.binary(), "x''"),
-)
-#: A value of any storage class: one child per class, the row's own class selected.
-DYNAMIC = pa.sparse_union([pa.field(n, t) for n, t, _ in _STORAGE_CLASSES])
-
-Convert = Callable[[list[pa.Array], pa.Field], pa.Array]
-
-
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _data_error(field: pa.Field, exc: Exception) -> DataError:
-    declared = (field.metadata or {}).get(SOURCE_TYPE, b"").decode() or "untyped"
-    return DataError(
-        f"column {field.name!r}: a value cannot be read as {declared} ({field.type}): {exc}"
-    )
-
-
-def _cast(arrays: list[pa.Array], field: pa.Field, to: pa.DataType | None = None) -> pa.Array:
-    """The column as ``to`` (the field's type by default); text is checked to be UTF-8
-    (SQLite hands out a blob stored in a TEXT column as it is)."""
-    (col,) = arrays
-    to = to or field.type
-    try:
-        if col.type != to:
-            col = pc.cast(col, to)
-        if pa.types.is_string(to):
-            col.validate(full=True)
-        return col
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise _data_error(field, exc) from exc
-
-
-def _numeric(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
-    """Text of non-REAL values, plus REAL values as the shortest text that reads back to
-    the same double (SQLite's own CAST keeps only 15 digits). In a DECIMAL(p,s) column a
-    REAL is rounded to the declared scale first: 3 * 12.34 is stored as
-    37.019999999999996 and means 37.02."""
-    text, real = arrays
-    if real.null_count < len(real):
-        if pa.types.is_decimal(field.type):
-            real = pc.round(real, ndigits=field.type.scale)
-            if text.null_count == len(text):
-                # only REALs: the rounded double converts to the same decimal as its
-                # text does, without making the text (checked in tests/unit)
-                return _cast([real], field)
-        text = pc.coalesce(text, pc.cast(real, pa.string()))
-    return _cast([text], field)
-
-
-def _timestamp(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
-    """ISO 8601 text as SQLite's date functions read it: a date alone is midnight, a value
-    without an offset is UTC, one with an offset is converted to UTC."""
-    (text,) = arrays
-    if text.null_count == len(text):
-        return pa.nulls(len(text), field.type)
-    try:
-        # the common case, no value with an offset: one parse, read as UTC (a date alone
-        # parses as midnight); a value with an offset makes the naive parse fail
-        naive = pc.cast(text, pa.timestamp("us"))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    else:
-        return naive if naive.type == field.type else naive.cast(field.type)
-    date_only = pc.match_substring_regex(text, _DATE_ONLY)
-    text = pc.if_else(date_only, pc.binary_join_element_wise(text, " 00:00:00", ""), text)
-    has_offset = pc.match_substring_regex(text, _HAS_OFFSET)
-    text = pc.if_else(has_offset, text, pc.binary_join_element_wise(text, "Z", ""))
-    utc = _cast([text], field, pa.timestamp("us", tz="UTC"))
-    return utc if field.type.tz else pc.cast(utc, pa.timestamp("us"))
-
-
-def _dynamic(arrays: list[pa.Array], field: pa.Field) -> pa.Array:
-    """One sparse union of the four per-class columns (at most one is set per row; a NULL
-    is a null integer)."""
-    try:
-        arrays[2].validate(full=True)  # the text child: SQLite does not check for UTF-8
-    except pa.ArrowInvalid as exc:
-        raise _data_error(field, exc) from exc
-    codes = np.zeros(len(arrays[0]), dtype=np.int8)
-    for code, array in enumerate(arrays[1:], start=1):
-        if array.null_count < len(array):
-            codes[pc.is_valid(array).to_numpy(zero_copy_only=False)] = code
-    return pa.UnionArray.from_sparse(
-        pa.array(codes, pa.int8()), arrays, field_names=[n for n, _, _ in _STORAGE_CLASSES]
-    )
-
-
-@dataclass(frozen=True)
-class _Mapping:
-    """How one declared type is selected, primed and converted."""
-
-    arrow_type: pa.DataType
-    #: (SQL expression template, dummy literal) per selected column; {c} is the column.
-    selects: tuple[tuple[str, str], ...]
-    convert: Convert = _cast
-    logical_type: str | None = None
-    #: The Arrow value is the stored value, so it can be bound back as a cursor.
-    exact_key: bool = False
-
-
-def _text(arrow_type: pa.DataType, convert: Convert = _cast, logical: str | None = None
-          ) -> _Mapping:
-    return _Mapping(arrow_type, (("CAST({c} AS TEXT)", "''"),), convert, logical)
-
-
-def _split_real(arrow_type: pa.DataType, logical: str | None = None) -> _Mapping:
-    selects = (
-        ("CASE WHEN typeof({c}) = 'real' THEN NULL ELSE CAST({c} AS TEXT) END", "''"),
-        ("CASE WHEN typeof({c}) = 'real' THEN {c} END", "0.0"),
-    )
-    return _Mapping(arrow_type, selects, _numeric, logical)
-
-
-_DYNAMIC_MAPPING = _Mapping(
-    DYNAMIC,
-    tuple((f"CASE WHEN typeof({{c}}) = '{cls}' THEN {{c}} END", dummy)
-          for cls, _, dummy in _STORAGE_CLASSES),
-    _dynamic,
-    exact_key=True,
-)
-
-
-def map_declared_type(declared: str) -> _Mapping:
-    """Arrow type and SELECT expressions for a column's declared SQLite type."""
-    t = declared.strip().upper()
-    if m := _DECIMAL.match(t):
-        precision, scale = int(m.group(1)), int(m.group(2) or 0)
-        if 0 < precision <= 38 and scale <= precision:
-            return _split_real(pa.decimal128(precision, scale))
-    if "BOOL" in t:
-        # numbers: non-zero is true; texts must read as a boolean ("true", "0", …)
-        return _Mapping(pa.bool_(), (
-            ("CASE WHEN typeof({c}) IN ('integer', 'real') THEN {c} <> 0 ELSE {c} END", "0"),
-        ))
-    if "INT" in t:
-        return _Mapping(pa.int64(), (("{c}", "0"),), exact_key=True)
-    if t in ("JSON", "JSONB"):
-        return _Mapping(pa.string(), (("json({c})", "''"),), logical_type="json")
-    if t == "DATE":
-        return _text(pa.date32())
-    if t in ("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE", "DATETIMETZ"):
-        return _text(pa.timestamp("us", tz="UTC"), _timestamp)
-    if t.startswith(("DATETIME", "TIMESTAMP")):
-        return _text(pa.timestamp("us"), _timestamp)
-    if any(s in t for s in ("CHAR", "CLOB", "TEXT")):
-        return _text(pa.string())
-    if "BLOB" in t:
-        return _Mapping(pa.binary(), (("CAST({c} AS BLOB)", "x''"),))
-    if any(s in t for s in ("REAL", "FLOA", "DOUB")):
-        return _Mapping(pa.float64(), (("{c}", "0.0"),), exact_key=True)
-    if t.startswith(("DECIMAL", "NUMERIC")):
-        # Unconstrained or too wide for decimal128: keep the exact text.
-        return _split_real(pa.string(), "decimal")
-    # No declared type, or one SQLite gives NUMERIC affinity we cannot type further.
-    return _DYNAMIC_MAPPING
 
 
 def path_from_url(url: str) -> Path:
@@ -280,7 +123,7 @@ class SqliteSource:
         info = self._catalog.execute("SELECT * FROM pragma_table_info(?)", (table,)).fetchall()
         # cid, name, type, notnull, dflt_value, pk
         columns: list[Column] = []
-        mappings: dict[str, _Mapping] = {}
+        mappings: dict[str, Mapping] = {}
         pk = []
         for _cid, name, declared, notnull, _default, pk_pos in info:
             mapping = mappings[name] = map_declared_type(declared or "")
@@ -316,16 +159,16 @@ class SqliteSource:
                 name = f"{RAW_KEY}{i}"
                 key_columns.append(name)
                 hidden.append(pa.field(name, DYNAMIC))
-                selects += [sql.format(c=key_sql[i]) for sql, _ in _DYNAMIC_MAPPING.selects]
-                dummies += [d for _, d in _DYNAMIC_MAPPING.selects]
-                converters.append((len(_DYNAMIC_MAPPING.selects), _dynamic))
+                selects += [sql.format(c=key_sql[i]) for sql, _ in DYNAMIC_MAPPING.selects]
+                dummies += [d for _, d in DYNAMIC_MAPPING.selects]
+                converters.append((len(DYNAMIC_MAPPING.selects), dynamic))
         else:
             rowid = self._rowid_name(table, [c.name for c in columns])
             key_columns, key_sql = [ROWID], [rowid]
             hidden.append(pa.field(ROWID, pa.int64()))
             selects.append(rowid)
             dummies.append("0")
-            converters.append((1, _cast))
+            converters.append((1, cast_column))
         schema = pa.schema([c.field() for c in columns] + hidden)
         self._plans[table] = _Plan(tuple(selects), tuple(dummies), tuple(converters),
                                    tuple(key_sql), schema)

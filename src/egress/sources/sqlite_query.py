@@ -25,26 +25,22 @@ from typing import Any
 import pyarrow as pa
 
 from egress.domain.keys import Key
-from egress.domain.predicate import Predicate
 from egress.exceptions import ConfigError, DataError, SourceError, SourceUnavailableError
 from egress.sources.base import Column, TableInfo
 from egress.sources.query import (
     Query,
     QueryCatalog,
     check_result_columns,
-    checked_page,
     timeout_error,
 )
-from egress.sources.sqlite import (
-    _DYNAMIC_MAPPING,
+from egress.sources.sqlite import RAW_KEY, path_from_url, quote_ident
+from egress.sources.sqlite_types import (
     DYNAMIC,
-    RAW_KEY,
+    DYNAMIC_MAPPING,
     Convert,
-    _data_error,
-    _dynamic,
+    data_error,
+    dynamic,
     map_declared_type,
-    path_from_url,
-    quote_ident,
 )
 
 BATCH_ROWS = 16384
@@ -129,7 +125,7 @@ class SqliteQuerySource(QueryCatalog):
             raw = f"{RAW_KEY}{i}"
             key_columns.append(raw)
             hidden.append(pa.field(raw, DYNAMIC))
-            self._add(k, _DYNAMIC_MAPPING.selects, _dynamic)
+            self._add(k, DYNAMIC_MAPPING.selects, dynamic)
         self._schema = pa.schema([c.field() for c in columns] + hidden)
         return TableInfo(name=q.name, columns=tuple(columns), key_columns=tuple(key_columns),
                          hidden_columns=tuple(f.name for f in hidden), row_estimate=None,
@@ -140,16 +136,8 @@ class SqliteQuerySource(QueryCatalog):
         self._selects += [sql.format(c=col) for sql, _ in selects]
         self._converters.append(([_DUMMY_TYPES[d] for _, d in selects], convert))
 
-    def read(
-        self, table: TableInfo, after: Key | None, limit: int,
-        predicate: Predicate | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        if predicate is not None:
-            raise ConfigError("a query export takes no filters: put them in the query")
-        self.describe(table.name)
-        return checked_page(self._page(after, limit + 1), table.key_columns, limit, self.query)
-
-    def _page(self, after: Key | None, limit: int) -> Iterator[pa.RecordBatch]:
+    def _result_page(self, table: TableInfo, after: Key | None, limit: int
+                     ) -> Iterator[pa.RecordBatch]:
         keys = ", ".join(self._key_sql)
         where, params = "", list(after or ())
         if after is not None:
@@ -190,7 +178,7 @@ def _array(values: tuple[Any, ...], type_: pa.DataType, field: pa.Field) -> pa.A
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
         pass
     if any(isinstance(v, bytes) for v in values) and not pa.types.is_binary(type_):
-        raise _data_error(field, ValueError("a BLOB value in a column of another type"))
+        raise data_error(field, ValueError("a BLOB value in a column of another type"))
     return pa.array([v if v is None or isinstance(v, str) else str(v) for v in values],
                     pa.string())
 
