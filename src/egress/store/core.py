@@ -24,7 +24,7 @@ from egress.domain.deliveries import completed_files
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportState
 from egress.exceptions import StoreError
-from egress.store.engine import (
+from egress.store.dialect import (
     READ_ONLY,
     is_disconnect,
     is_retryable,

@@ -8,7 +8,7 @@ returns False or None and changes nothing.
 
 The code is split by subject: ``core`` (transactions, clock, companion writes),
 ``sql_exports``, ``sql_tasks``, ``sql_progress``, ``sql_tokens``, ``sql_audit``,
-``sql_deliveries`` and ``claim``. What differs by dialect is confined to ``engine``
+``sql_deliveries`` and ``claim``. What differs by dialect is confined to ``dialect``
 (clock, tokens, connection setup) and the claims' ``SKIP LOCKED``. All SQL of egress
 lives in this package.
 """

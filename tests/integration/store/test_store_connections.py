@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from egress.exceptions import ConfigError, StoreError
-from egress.store.engine import normalize_url
+from egress.store.dialect import normalize_url
 from egress.store.sql import SqlJobStore
 from pgserver import free_port, running_server
 

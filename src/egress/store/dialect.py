@@ -1,4 +1,4 @@
-"""Engines for the job store, the few per-dialect SQL fragments, and error translation.
+"""The job store per dialect: engines, the few per-dialect SQL fragments, error translation.
 
 SQLite: WAL (readers never block the writer), a busy timeout, foreign keys on, and every
 write transaction opened with ``BEGIN IMMEDIATE`` so a transaction takes the write lock
