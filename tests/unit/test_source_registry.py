@@ -69,7 +69,7 @@ def test_a_registered_kind_is_exported_like_any_other(memory_kind: None,
 
 
 def test_unknown_kinds_and_query_support_are_named(memory_kind: None) -> None:
-    with pytest.raises(UnknownNameError, match="unknown source kind 'nosuch'; known: .*memory"):
+    with pytest.raises(UnknownNameError, match=r"unknown source kind 'nosuch'; known: .*memory"):
         open_source("nosuch://x")
     with pytest.raises(UnknownNameError, match="query exports 'memory'; known: postgres, "
                                                "postgresql, sqlite"):
