@@ -5,5 +5,6 @@ test:
 	bash scripts/test
 lint:
 	.venv/bin/ruff check src tests bench
+	.venv/bin/mypy
 bench:
 	.venv/bin/python bench/run.py

@@ -8,7 +8,7 @@ format. Time assumes ``api.estimate_rows_per_second``: a rough figure, not a pro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from egress.config import Settings
 from egress.domain.predicate import Predicate
@@ -42,7 +42,7 @@ class Estimate:
     seconds: float | None
     #: The rows per second ``seconds`` assumes, and where that figure comes from.
     rows_per_second: float = 0.0
-    rate_basis: str = "default"  # "measured": this installation's completed exports
+    rate_basis: Literal["measured", "default"] = "default"
 
 
 def measured_rate(store: JobStore, settings: Settings, kind: str, format: str

@@ -60,7 +60,7 @@ LATENCY = Histogram("egress_api_request_seconds", "Time to the end of the API re
 
 #: Documented for the routes of other modules (events, deliveries): the body limit and
 #: JSON parsing apply to every route.
-OTHERS_ERRORS = {**COMMON_ERRORS, **NOT_FOUND, **BODY_ERRORS}
+OTHERS_ERRORS: dict[int | str, dict[str, Any]] = {**COMMON_ERRORS, **NOT_FOUND, **BODY_ERRORS}
 DESCRIPTION = """\
 Long exports of large databases as durable, resumable jobs. Authenticate with
 `Authorization: Bearer <token>` (`egress tokens create`). Every error is
@@ -207,7 +207,7 @@ def _include_routers(app: FastAPI) -> None:
     for router in routers:
         # routers of other modules get the common problem answers documented too
         app.include_router(router, responses=None if router in own else OTHERS_ERRORS)
-        allowed += [(r.path_regex, set(r.methods)) for r in router.routes
+        allowed += [(r.path_regex, set(r.methods or ())) for r in router.routes
                     if isinstance(r, APIRoute)]
     # for the Allow header of a 405: every method of the path, not those of one route
     app.state.allowed_methods = allowed
@@ -275,7 +275,7 @@ def create_app(
             app.openapi_schema = use_problem_media_type(schema)
         return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's own way
     app.add_middleware(BodyLimit, limit=settings.api.max_body_bytes)
     app.add_middleware(AccessLog)
     return app

@@ -111,7 +111,7 @@ async def authenticate(request: Request) -> Principal:
     ``api.token_touch_seconds``."""
     cached = getattr(request.state, "principal", None)
     if cached is not None:
-        return cached  # type: ignore[no-any-return]
+        return cached
     token = _bearer(request)
     digest = hash_token(token)
     app_state = request.app.state

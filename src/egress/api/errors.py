@@ -214,9 +214,10 @@ COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
     429: problem_doc("Rate limit of the token exceeded (see Retry-After)"),
     503: problem_doc("The store, a source or a destination is unreachable (see Retry-After)"),
 }
-NOT_FOUND = {404: problem_doc("No such export (or not in the caller's project)")}
-BODY_ERRORS = {400: problem_doc("The body is not JSON (or not UTF-8)"),
-               413: problem_doc("Request body too large")}
+Responses = dict[int | str, dict[str, Any]]
+NOT_FOUND: Responses = {404: problem_doc("No such export (or not in the caller's project)")}
+BODY_ERRORS: Responses = {400: problem_doc("The body is not JSON (or not UTF-8)"),
+                          413: problem_doc("Request body too large")}
 
 
 def use_problem_media_type(schema: dict[str, Any]) -> dict[str, Any]:

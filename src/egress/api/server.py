@@ -13,6 +13,7 @@ from __future__ import annotations
 import socket
 
 import uvicorn
+from starlette.applications import Starlette
 
 from egress.api.events import stop_hub
 
@@ -20,6 +21,6 @@ from egress.api.events import stop_hub
 class Server(uvicorn.Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         app = self.config.app
-        if hasattr(app, "state"):
+        if isinstance(app, Starlette):
             await stop_hub(app)
         await super().shutdown(sockets=sockets)

@@ -107,4 +107,4 @@ def run_in_thread(fn: Callable[[], T]) -> T:
         worker.join(0.2)
     if "error" in box:
         raise box["error"]
-    return box["result"]  # type: ignore[no-any-return]
+    return box["result"]

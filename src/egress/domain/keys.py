@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+from collections.abc import Callable
 from typing import Any
 
 KeyValue = Any
@@ -40,7 +41,7 @@ def encode_value(value: KeyValue) -> list[str]:
 
 def decode_value(item: list[str]) -> KeyValue:
     tag, text = item
-    decoders = {
+    decoders: dict[str, Callable[[str], KeyValue]] = {
         "bool": lambda t: t == "1",
         "int": int,
         "float": float,

@@ -19,6 +19,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -27,9 +28,23 @@ from egress.domain.predicate import Predicate
 from egress.engine.sizes import SizeLimits, check_batch, check_page
 from egress.sources.base import Source, TableInfo
 
+T = TypeVar("T")
+
 #: Batches the reader may hold ahead of the encoder (about one page of most tables).
 QUEUE_BATCHES = 2
 _JOIN_SECONDS = 30.0
+
+
+@contextlib.contextmanager
+def closing_iterator(it: Iterator[T]) -> Iterator[Iterator[T]]:
+    """``contextlib.closing`` for an iterator that may be a generator: closed (its
+    ``finally`` blocks run: a read transaction ends) when the block is left early."""
+    try:
+        yield it
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
 
 
 @dataclass(frozen=True)
@@ -132,7 +147,7 @@ class PageReader:
                 rows, last, page_bytes = 0, after, 0
                 batches = self._source.read(self._table, after, self._limit,
                                             predicate=self._predicate)
-                with contextlib.closing(batches) as it:
+                with closing_iterator(batches) as it:
                     for batch in it:
                         rows += batch.num_rows
                         self._check(batch)

@@ -117,7 +117,7 @@ def _check_value(column: Column, kind: str, value: Any) -> Scalar:
             "any": "a string or a number",
         }[kind]
         raise ConfigError(f"{where}: value {value!r} is not {expected}")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def check_condition(table: TableInfo, item: dict[str, Any]) -> Condition:

@@ -18,7 +18,6 @@ store). A failed commit stops the committer at once: no later part is stored.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,7 +30,7 @@ import pyarrow as pa
 from egress.domain.checkpoint import Checkpoint, FileRecord, OpenFile, PartRecord, TaskSpec
 from egress.domain.keys import Key
 from egress.engine.naming import file_name
-from egress.engine.readahead import PageReader
+from egress.engine.readahead import PageReader, closing_iterator
 from egress.engine.resume import verify_open_file
 from egress.engine.selection import selected_schema
 from egress.engine.sizes import SizeLimits
@@ -149,7 +148,7 @@ class Task:
         """
         spec, fmt = self.spec, self.fmt
         opens = cp.open_file is None
-        rows_before = 0 if opens else cp.open_file.rows  # type: ignore[union-attr]
+        rows_before = 0 if opens else cp.open_file.rows  # type: ignore[union-attr]  # not opens: a file is open
         after, rows = cp.cursor, 0
         first_key: Key | None = None
         last_key: Key | None = None
@@ -158,7 +157,7 @@ class Task:
         while True:
             encoder = fmt.part_encoder(self._schema, rows_before + rows)
             got = 0
-            with contextlib.closing(self.pages().page(after)) as it:
+            with closing_iterator(self.pages().page(after)) as it:
                 for batch in it:
                     if first_key is None:
                         first_key = self._key_at(batch, 0)

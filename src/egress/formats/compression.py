@@ -16,8 +16,11 @@ from egress.exceptions import UnknownNameError
 
 
 class Compression(Protocol):
-    name: str
-    suffix: str
+    # read-only (the codecs are frozen dataclasses)
+    @property
+    def name(self) -> str: ...
+    @property
+    def suffix(self) -> str: ...
 
     def compress(self, data: bytes) -> bytes: ...
 

@@ -8,6 +8,8 @@ the file already holds), ``]`` in the footer.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -67,7 +69,7 @@ class JsonArrayFormat:
 
 
 class _Part(TextPartEncoder):
-    def __init__(self, encode, first: bool = False) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, encode: Callable[..., Any], first: bool = False) -> None:
         super().__init__()
         self._encode = encode
         self._first = first

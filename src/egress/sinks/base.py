@@ -21,8 +21,14 @@ class Sink(Protocol):
     location: str
     #: Smallest part the sink accepts, except for a file's last part (S3: 5 MiB).
     min_part_bytes: int
-    #: Most parts one file may have (S3: 10,000); None when unlimited.
-    max_parts: int | None
+    @property
+    def max_parts(self) -> int | None:
+        """Most parts one file may have (S3: 10,000); None when unlimited."""
+        ...
+
+    def for_export(self, *segments: str) -> Sink:
+        """The same kind of sink under ``location/seg1/seg2…`` (segments made safe)."""
+        ...
 
     def start_file(self, name: str) -> dict[str, Any]:
         """Begin a file; the returned state is persisted in the checkpoint."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from egress.domain.checkpoint import PartRecord
+from egress.domain.filenames import safe_base_name
 from egress.exceptions import SinkError
 from egress.sinks.oserrors import destination_error, writing
 
@@ -39,6 +40,11 @@ class _Digest:
 class LocalSink:
     min_part_bytes = 0
     max_parts = None
+
+    def for_export(self, *segments: str) -> LocalSink:
+        """The same kind of sink under ``root/seg1/seg2…``, each segment made safe."""
+        return LocalSink(self.root.joinpath(*(safe_base_name(s) for s in segments)),
+                         fsync=self.fsync)
 
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self.root = Path(root).resolve()

@@ -24,7 +24,13 @@ import psycopg
 import pyarrow as pa
 
 from egress.domain.keys import Key
-from egress.exceptions import ConfigError, DataError, SourceError, SourceUnavailableError
+from egress.exceptions import (
+    ConfigError,
+    DataError,
+    EgressError,
+    SourceError,
+    SourceUnavailableError,
+)
 from egress.sources.base import Column, TableInfo
 from egress.sources.pg_keyset import ReadPlan
 from egress.sources.pg_types import map_type
@@ -80,14 +86,14 @@ class PostgresQuerySource(QueryCatalog, PostgresSource):
                 conn.execute("SET TRANSACTION READ ONLY")
                 conn.execute(f"SET LOCAL statement_timeout = {self._timeout_ms}")
                 # prepared: the extended protocol refuses a second statement (and $n)
-                cur = conn.execute(f"SELECT * FROM {wrapped} AS q LIMIT 0",  # type: ignore[call-overload]
+                cur = conn.execute(f"SELECT * FROM {wrapped} AS q LIMIT 0",
                                    prepare=True)
                 desc = cur.description or []
                 result = cur.pgresult
                 assert result is not None
                 oids = [d.type_code for d in desc]
                 mods = [result.fmod(i) for i in range(len(desc))]
-                plan = conn.execute(  # type: ignore[call-overload]
+                plan = conn.execute(
                     f"EXPLAIN (FORMAT JSON) SELECT * FROM {wrapped} AS q", prepare=True
                 ).fetchone()
                 types = {row[0]: list(row[1:]) for row in conn.execute(
@@ -112,7 +118,7 @@ class PostgresQuerySource(QueryCatalog, PostgresSource):
                                     key_types=tuple(by_name[k] for k in q.key))
         estimate = None
         with contextlib.suppress(KeyError, IndexError, TypeError, ValueError):
-            estimate = int(plan[0][0]["Plan"]["Plan Rows"])  # type: ignore[index]
+            estimate = int(plan[0][0]["Plan"]["Plan Rows"])  # type: ignore[index]  # EXPLAIN's JSON
         return TableInfo(name=q.name, columns=tuple(columns), key_columns=q.key,
                          row_estimate=estimate, primary_key=q.key)
 
@@ -120,11 +126,12 @@ class PostgresQuerySource(QueryCatalog, PostgresSource):
                      ) -> Iterator[pa.RecordBatch]:
         return PostgresSource.read(self, table, after, limit)
 
-    def _translate(self, exc: Exception, sqlstate: str | None, table: str | None) -> SourceError:
+    def _translate(self, exc: Exception, sqlstate: str | None, table: str | None
+                   ) -> EgressError:
         return self._query_error(exc, sqlstate, describing=False)
 
     def _query_error(self, exc: Exception, sqlstate: str | None, *, describing: bool
-                     ) -> SourceError:
+                     ) -> EgressError:
         lines = self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
         detail = next((ln for ln in lines if "ERROR:" in ln), lines[0])
         detail = detail.split("ERROR:", 1)[-1].strip()

@@ -26,6 +26,7 @@ from egress.domain.keys import Key
 from egress.domain.predicate import Predicate
 from egress.exceptions import (
     DataError,
+    EgressError,
     NoUsableKeyError,
     PermissionDeniedError,
     SourceError,
@@ -142,7 +143,7 @@ class PostgresSource:
         if self._catalog is not None:
             self._catalog.close()
 
-    def _fetch(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    def _fetch(self, query: str | sql.Composed, params: Any = None) -> list[tuple[Any, ...]]:
         try:
             return self._catalog_conn().execute(query, params).fetchall()
         except psycopg.Error as exc:
@@ -338,7 +339,8 @@ class PostgresSource:
         except adbc_driver_manager.Error:
             self._drop_adbc()
 
-    def _translate(self, exc: Exception, sqlstate: str | None, table: str | None) -> SourceError:
+    def _translate(self, exc: Exception, sqlstate: str | None, table: str | None
+                   ) -> EgressError:
         # the server's message line, without the driver's prefixes and the query text
         lines = self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
         detail = next((ln for ln in lines if "ERROR:" in ln or "FATAL:" in ln), lines[0])

@@ -27,7 +27,7 @@ ATTEMPT_OUTCOMES = ("success", "failure", "refused")
 
 ID = sa.String(40)
 PROJECT = sa.String(64)
-TIME = sa.Double()
+TIME: sa.Double[float] = sa.Double()
 # SQLite only auto-increments an INTEGER PRIMARY KEY.
 SERIAL = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 

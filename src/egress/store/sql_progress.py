@@ -41,7 +41,7 @@ class ProgressOps(SqlCore):
             rows: list[sa.Row[Any]] = []
             for i in range(0, len(ids), IDS_PER_QUERY):
                 # One statement per chunk: an export and its tasks come from one snapshot.
-                rows += conn.execute(
+                rows += conn.execute(  # type: ignore[arg-type]  # Row's generic arity
                     sa.select(*_COLUMNS)
                     .select_from(exports.outerjoin(tasks, tasks.c.export_id == exports.c.id))
                     .where(exports.c.id.in_(ids[i : i + IDS_PER_QUERY]))

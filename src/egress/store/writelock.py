@@ -25,7 +25,7 @@ from types import TracebackType
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # not on Windows
 
 
 class WriteLock:

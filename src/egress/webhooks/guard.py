@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from egress.config import WebhookSettings
 from egress.exceptions import ConfigError, EgressError
 
 if TYPE_CHECKING:
-    from egress.config import Settings, WebhookSettings
+    from egress.config import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 #: ``(host, port) -> addresses``: the system resolver by default; tests may pass their own.
@@ -109,7 +110,7 @@ class CallbackTarget:
 
 
 def _webhook_settings(settings: Settings | WebhookSettings) -> WebhookSettings:
-    return getattr(settings, "webhooks", settings)  # type: ignore[return-value]
+    return settings if isinstance(settings, WebhookSettings) else settings.webhooks
 
 
 def parse_ipv4_any(host: str) -> tuple[ipaddress.IPv4Address, bool] | None:

@@ -46,7 +46,7 @@ def sweep_orphaned_uploads(settings: Settings, now: float | None = None) -> int:
         _last_sweep[name] = now
         try:
             sink = sink_from_destination(dest)
-            aborted += sink.abort_orphaned_uploads(age)  # type: ignore[attr-defined]
+            aborted += sink.abort_orphaned_uploads(age)  # type: ignore[attr-defined]  # S3 sinks only
         except Exception as exc:  # the next sweep tries again
             log.warning("orphan upload sweep failed", extra={"destination": name,
                                                              "error": str(exc)})

@@ -96,7 +96,7 @@ def _attempt_public(a: DeliveryAttempt) -> AttemptPublic:
 def _delivery_public(d: DeliveryRecord, attempts: list[DeliveryAttempt]) -> DeliveryPublic:
     pending = d.state.value == "pending"
     return DeliveryPublic(
-        id=d.id, export_id=d.export_id, event_type=d.event_type,  # type: ignore[arg-type]
+        id=d.id, export_id=d.export_id, event_type=d.event_type,  # type: ignore[arg-type]  # checked values
         url=d.url, state=d.state.value, attempts=d.attempts,
         next_attempt_at=_time(d.next_attempt_at) if pending else None,
         last_error=d.last_error, created_at=_time(d.created_at),

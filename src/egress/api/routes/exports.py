@@ -104,7 +104,8 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
     check_source_name(settings, body.source)
     options: dict[str, Any] = {}
     if body.query is not None:
-        names, select = [], {}
+        names: list[str] = []
+        select: dict[str, Any] = {}
         options["query"] = _query_option(body)
     else:
         names, select = _selection(body)
@@ -179,7 +180,7 @@ def create_export(
         response.status_code = 200
     planned = [PlannedTable(name=t.table, estimated_rows=t.rows_estimate)
                for t in store.task_list(export.id)]
-    return ExportCreated(id=export.id, status=str(export.state),  # type: ignore[arg-type]
+    return ExportCreated(id=export.id, status=str(export.state),  # type: ignore[arg-type]  # a Status
                          status_url=status_url(export.id), events_url=events_url(export.id),
                          tables=planned)
 
@@ -197,7 +198,8 @@ def estimate(body: ExportCreate, principal: PrincipalDep, settings: SettingsDep,
     if body.query is not None:
         check_scope(principal, "exports:query")
         query = SqlQuery.from_json(_query_option(body))
-        names, select = [], {}
+        names: list[str] = []
+        select: dict[str, Any] = {}
     else:
         names, select = _selection(body)
     result = estimate_export(settings, body.source, names, all_tables=body.all,

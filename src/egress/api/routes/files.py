@@ -60,7 +60,7 @@ def _check_file(store: JobStore, settings: Settings, export: ExportRecord, name:
 def file_response(settings: Settings, export: ExportRecord, name: str) -> Response:
     dest = settings.destination(export.destination)
     if dest.get("type", "local") != "local":
-        url = manager.open_sink(settings, export).presign(  # type: ignore[attr-defined]
+        url = manager.open_sink(settings, export).presign(  # type: ignore[attr-defined]  # S3: checked above
             name, settings.api.presign_seconds)
         return RedirectResponse(url, status_code=302, headers={"Cache-Control": "no-store"})
     root = manager.export_root(settings, export).resolve()

@@ -19,7 +19,7 @@ depends_on = None
 
 ID = sa.String(40)
 PROJECT = sa.String(64)
-TIME = sa.Double()
+TIME: sa.Double[float] = sa.Double()
 
 
 def upgrade() -> None:

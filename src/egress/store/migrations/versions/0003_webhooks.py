@@ -21,7 +21,7 @@ depends_on = None
 
 ID = sa.String(40)
 PROJECT = sa.String(64)
-TIME = sa.Double()
+TIME: sa.Double[float] = sa.Double()
 SERIAL = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
