@@ -41,6 +41,24 @@ def _forms(moment: dt.datetime, rnd: random.Random) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S")  # T, no offset, no fraction
 
 
+def _instant(text: str) -> dt.datetime:
+    """How egress reads a value: without an offset it is UTC."""
+    moment = dt.datetime.fromisoformat(text)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _assert_every_operator(source: Source, moments: list[dt.datetime], where: str) -> None:
+    """Every comparison, for every probe, selects the ids Python's comparison selects."""
+    for probe in _probes(moments):
+        when = _instant(probe)
+        for op, test in OPS.items():
+            expected = [i for i, m in enumerate(moments) if test(m, when)]
+            got = _ids(source, "t", [{"column": "at", "op": op, "value": probe}])
+            assert got == expected, (where, probe, op, len(got), len(expected))
+        inside = _ids(source, "t", [{"column": "at", "op": "in", "value": [probe]}])
+        assert inside == [i for i, m in enumerate(moments) if m == when], (where, probe)
+
+
 def _ids(source: Source, table: str, filters: list[dict]) -> list[int]:
     info = source.describe(table)
     _, predicate = check_selection(info, None, filters)
@@ -86,15 +104,7 @@ def test_sqlite_timestamp_filters_match_python(tmp_path: Path) -> None:
     conn.close()
     source = open_source(f"sqlite:///{path}")
     try:
-        for probe in _probes(moments):
-            when = dt.datetime.fromisoformat(probe)
-            when = when.replace(tzinfo=UTC) if when.tzinfo is None else when
-            for op, test in OPS.items():
-                expected = [i for i, m in enumerate(moments) if test(m, when)]
-                got = _ids(source, "t", [{"column": "at", "op": op, "value": probe}])
-                assert got == expected, (probe, op, len(got), len(expected))
-            inside = _ids(source, "t", [{"column": "at", "op": "in", "value": [probe]}])
-            assert inside == [i for i, m in enumerate(moments) if m == when]
+        _assert_every_operator(source, moments, "sqlite")
     finally:
         source.close()
 
@@ -107,17 +117,13 @@ def test_the_demo_orders_filter_of_the_report(tmp_path: Path) -> None:
     conn.close()
     cut = dt.datetime(2023, 1, 20, tzinfo=UTC)
 
-    def parse(text: str) -> dt.datetime:
-        moment = dt.datetime.fromisoformat(text)
-        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
-
     source = open_source(f"sqlite:///{db}")
     try:
         got = _ids(source, "orders", [{"column": "placed_at", "op": ">=",
                                        "value": "2023-01-20T00:00:00Z"}])
-        assert got == sorted(i for i, text in stored if text and parse(text) >= cut)
+        assert got == sorted(i for i, text in stored if text and _instant(text) >= cut)
         one_id, one_text = next((i, t) for i, t in stored if t and "+" in t)
-        exact = parse(one_text).isoformat().replace("+00:00", "Z")
+        exact = _instant(one_text).isoformat().replace("+00:00", "Z")
         assert one_id in _ids(source, "orders", [{"column": "placed_at", "op": "=",
                                                   "value": exact}])
     finally:
@@ -136,12 +142,6 @@ def test_postgres_timestamp_filters_are_instants(pg_url: str, column_type: str) 
                 for i, m in enumerate(moments)])
     source = open_source(pg_url)
     try:
-        for probe in _probes(moments):
-            when = dt.datetime.fromisoformat(probe)
-            when = when.replace(tzinfo=UTC) if when.tzinfo is None else when
-            for op, test in OPS.items():
-                expected = [i for i, m in enumerate(moments) if test(m, when)]
-                got = _ids(source, "t", [{"column": "at", "op": op, "value": probe}])
-                assert got == expected, (column_type, probe, op)
+        _assert_every_operator(source, moments, column_type)
     finally:
         source.close()

@@ -30,6 +30,28 @@ def home(tmp_path: Path, source_db: Path) -> Path:
     return home
 
 
+def _serve(home: Path, log: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``egress serve`` on a free port, once it answers ``/readyz``; its output in ``log``."""
+    port = free_port()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "egress.cli", "serve", "--home", str(home), "--port",
+             str(port), *options], stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base}/readyz").status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(log.read_text())
+        time.sleep(0.1)
+
+
 def test_tokens_create_ls_revoke(home: Path):
     runner = CliRunner()
     made = runner.invoke(main, ["tokens", "create", "--home", str(home), "--project", "acme",
@@ -66,23 +88,10 @@ def test_tokens_create_ls_revoke(home: Path):
 def test_serve_runs_the_api_and_an_embedded_worker(home: Path):
     token = CliRunner().invoke(main, ["tokens", "create", "--home", str(home), "--project",
                                       "acme", "--scopes", "admin"]).stdout.strip()
-    port = free_port()
     log = home / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "egress.cli", "serve", "--home", str(home), "--port",
-             str(port), "--log-level", "debug"], stdout=out, stderr=subprocess.STDOUT)
+    proc, base = _serve(home, log, "--log-level", "debug")
     try:
-        base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
         headers = {"Authorization": f"Bearer {token}"}
         created = httpx.post(f"{base}/v1/exports", headers=headers,
                              json={"source": "main", "tables": ["users"]})
@@ -107,23 +116,9 @@ def test_serve_runs_the_api_and_an_embedded_worker(home: Path):
 def test_serve_logs_are_quiet_and_name_routes(home: Path):
     """At INFO: no library chatter (Alembic's plugin lines), no ANSI copies of messages, and
     FastAPI's own pages logged by their path, not as 'unmatched'."""
-    port = free_port()
     log = home / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "egress.cli", "serve", "--home", str(home), "--port",
-             str(port), "--no-worker"], stdout=out, stderr=subprocess.STDOUT)
+    proc, base = _serve(home, log, "--no-worker")
     try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
         assert httpx.get(f"{base}/docs").status_code == 200
         assert httpx.get(f"{base}/no/such/page").status_code == 404
         proc.send_signal(signal.SIGTERM)
