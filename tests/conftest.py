@@ -32,3 +32,12 @@ def pg_server(pytestconfig: pytest.Config) -> Iterator[PgServer]:
 def pg_url(pg_server: PgServer) -> str:
     """URL of a fresh, empty database on the session's server."""
     return pg_server.create_database(f"t_{next(_counter)}")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A job store on each kind: a SQLite file in ``tmp_path``, or a fresh PostgreSQL
+    database (the API and store suites override it with migrated templates)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("pg_url")

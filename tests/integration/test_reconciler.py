@@ -23,13 +23,6 @@ from egress.worker.runner import TaskRunner
 from jobsharness import make_events_db, write_home
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return request.getfixturevalue("pg_url")
-
-
 @pytest.fixture
 def settings(tmp_path: Path, store_url: str) -> Settings:
     source = make_events_db(tmp_path / "source.db", {"events": 500, "users": 50})

@@ -24,13 +24,6 @@ WORKER = {"concurrency": 1, "heartbeat_seconds": 0.3, "reconcile_seconds": 0.1,
           "poll_seconds": 0.05, "lease_seconds": 5.0}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return request.getfixturevalue("pg_url")
-
-
 def _home(tmp_path: Path, store_url: str, **webhooks: object) -> Settings:
     """A home whose egress.toml allows the loopback receiver (the explicit test setting)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
