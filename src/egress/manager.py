@@ -19,7 +19,6 @@ from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
-from egress.domain.progress import retry_notice, shown_task_state
 from egress.engine.manifest import MANIFEST, SUCCESS
 from egress.engine.selection import check_selection
 from egress.exceptions import ConfigError, NotFoundError
@@ -293,58 +292,3 @@ def remove_outputs(store: JobStore, settings: Settings, export: ExportRecord) ->
         abort(0.0)  # uploads a crash left unrecorded: the export owns its whole prefix
     for name in (SUCCESS, MANIFEST):
         sink.delete(name)
-
-
-def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> dict[str, Any]:
-    """A JSON-ready view of an export and its tasks, for ``jobs show`` and the API."""
-    tasks = store.task_list(export.id)
-    dest = settings.destination(export.destination)
-    local_root = export_root(settings, export) if dest.get("type", "local") == "local" else None
-    files = []
-    # only files that exist: none once the export's outputs are (being) removed
-    for task in [] if export.outputs_removed else tasks:
-        for f in (task.checkpoint or {}).get("files", []):
-            files.append(
-                {
-                    "table": task.table,
-                    "name": f["name"],
-                    "path": str(local_root / f["name"]) if local_root else f["name"],
-                    "rows": f["rows"],
-                    "bytes": f["size"],
-                    "crc32c": f"{f['crc32c']:08x}",
-                    "sha256": f["sha256"],
-                }
-            )
-    return {
-        "id": export.id,
-        "project": export.project,
-        "status": export.status,
-        "source": export.source,
-        "format": export.format,
-        "compression": export.compression,
-        "destination": export.destination,
-        "created_by": export.created_by,
-        "tables": [
-            {
-                "table": t.table,
-                "status": shown_task_state(export.state, t.state),
-                "rows": t.rows,
-                "rows_estimate": t.rows_estimate,
-                "bytes": t.bytes,
-                "attempts": t.attempts,
-                "failures": t.failures,
-                "error": t.error,
-            }
-            for t in tasks
-        ],
-        "rows": sum(t.rows for t in tasks),
-        "bytes": sum(t.bytes for t in tasks),
-        "error": export.error,
-        "notice": retry_notice([(t.table, t.failures, t.error) for t in tasks],
-                               export.state in (ExportState.QUEUED, ExportState.RUNNING)),
-        "error_detail": export.error_detail,  # for the CLI (a local admin); not the API's
-        "created_at": export.created_at,
-        "started_at": export.started_at,
-        "finished_at": export.finished_at,
-        "files": files,
-    }

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from egress.config import load_settings
-from egress.manager import ExportRequest, create_export, export_root, export_view
+from egress.export_view import export_view
+from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
 from egress.worker.loop import Worker
 from egress.worker.reconciler import reconcile_once
@@ -35,13 +36,13 @@ def test_completed_export_expires_after_retention(kind: str, tmp_path: Path, req
         finished = store.export_get(None, export.id).finished_at
         if store.now() - finished < 8.0:
             assert reconcile_once(store, settings).expired == 0  # not yet
-            assert export_view(store, store.export_get(None, export.id), settings)[
-                "status"] == "completed"
+            assert export_view(store, store.export_get(None, export.id), settings
+                               ).status == "completed"
         assert wait_until(lambda: reconcile_once(store, settings).expired == 1, 20, every=0.5)
         assert store.now() - finished >= 8.64
         assert not root.exists()
         view = export_view(store, store.export_get(None, export.id), settings)
-        assert view["status"] == "expired"
+        assert view.status == "expired"
         assert reconcile_once(store, settings).expired == 0  # idempotent
         assert store.export_expire(export.id) is False
     finally:

@@ -6,7 +6,6 @@ They work on the home directory's settings (``--home`` / ``EGRESS_HOME``): the s
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sys
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from egress import manager
 from egress.cli.params import SIZE, Size
 from egress.config import Settings, load_settings
 from egress.domain.jobs import ExportState
+from egress.export_view import ExportView, export_view
 from egress.formats import COMPRESSIONS, FORMATS
 from egress.home import ensure_home
 from egress.store.base import JobStore
@@ -157,29 +157,29 @@ def jobs_ls(home: str | None, project: str, status: tuple[str, ...], limit: int,
     """List exports, newest first."""
     settings = _settings(home)
 
-    def listing() -> list[dict[str, Any]]:
+    def listing() -> list[ExportView]:
         store = open_store(settings)
         try:
             states = [ExportState(s) for s in status] or None
             exports = manager.list_exports(store, project, states=states, limit=limit)
-            return [manager.export_view(store, e, settings) for e in exports]
+            return [export_view(store, e, settings) for e in exports]
         finally:
             store.close()
 
     views = _run(listing)
     if as_json:
-        click.echo(json.dumps([_json_times(v) for v in views], indent=2))
+        click.echo(json.dumps([v.to_json() for v in views], indent=2))
         return
     for v in views:
-        tables = ",".join(t["table"] for t in v["tables"])
-        click.echo(f"{v['id']}  {v['status']:<9}  {v['rows']:>12,} rows  {v['format']:<7} {tables}")
+        tables = ",".join(t.table for t in v.tables)
+        click.echo(f"{v.id}  {v.status:<9}  {v.rows:>12,} rows  {v.format:<7} {tables}")
 
 
 def _one(action: str) -> Callable[..., None]:
     def command(home: str | None, project: str, export_id: str, as_json: bool) -> None:
         settings = _settings(home)
 
-        def go() -> dict[str, Any]:
+        def go() -> ExportView:
             store = open_store(settings)
             try:
                 if action == "cancel":
@@ -188,49 +188,38 @@ def _one(action: str) -> Callable[..., None]:
                     export = manager.retry_export(store, project, export_id)
                 else:
                     export = manager.get_export(store, project, export_id)
-                return manager.export_view(store, export, settings)
+                return export_view(store, export, settings)
             finally:
                 store.close()
 
         view = _run(go)
         if as_json:
-            click.echo(json.dumps(_json_times(view), indent=2))
+            click.echo(json.dumps(view.to_json(), indent=2))
         elif action == "show":
             _print_view(view)
         else:
-            click.echo(f"{view['id']}  {view['status']}")
+            click.echo(f"{view.id}  {view.status}")
 
     return command
 
 
-def _json_times(view: dict[str, Any]) -> dict[str, Any]:
-    """Times as RFC 3339 in UTC, as the API gives them (the view holds epoch seconds)."""
-    out = dict(view)
-    for name in ("created_at", "started_at", "finished_at"):
-        value = out.get(name)
-        if isinstance(value, int | float):
-            when = dt.datetime.fromtimestamp(value, dt.UTC)
-            out[name] = when.isoformat(timespec="microseconds").replace("+00:00", "Z")
-    return out
-
-
-def _print_view(view: dict[str, Any]) -> None:
-    click.echo(f"export   {view['id']}  ({view['status']})")
-    click.echo(f"source   {view['source']}   format {view['format']} / {view['compression']}")
-    if view.get("created_by"):
-        click.echo(f"by       token {view['created_by']}")
-    for t in view["tables"]:
-        estimate = f"/{t['rows_estimate']:,}" if t["rows_estimate"] else ""
-        error = f"  error: {t['error']}" if t["error"] else ""
-        click.echo(f"  {t['table']:<24} {t['status']:<9} {t['rows']:,}{estimate} rows{error}")
-    for f in view["files"]:
-        click.echo(f"  file {f['path']}  {f['rows']:,} rows  {f['bytes']:,} bytes")
-    if view.get("notice"):
-        click.echo(f"note     {view['notice']}")
-    if view["error"]:
-        click.echo(f"error    {view['error']}")
-    if view.get("error_detail"):
-        click.echo(f"detail   {view['error_detail']}")
+def _print_view(view: ExportView) -> None:
+    click.echo(f"export   {view.id}  ({view.status})")
+    click.echo(f"source   {view.source}   format {view.format} / {view.compression}")
+    if view.created_by:
+        click.echo(f"by       token {view.created_by}")
+    for t in view.tables:
+        estimate = f"/{t.rows_estimate:,}" if t.rows_estimate else ""
+        error = f"  error: {t.error}" if t.error else ""
+        click.echo(f"  {t.table:<24} {t.status:<9} {t.rows:,}{estimate} rows{error}")
+    for f in view.files:
+        click.echo(f"  file {f.path}  {f.rows:,} rows  {f.bytes:,} bytes")
+    if view.notice:
+        click.echo(f"note     {view.notice}")
+    if view.error:
+        click.echo(f"error    {view.error}")
+    if view.error_detail:
+        click.echo(f"detail   {view.error_detail}")
 
 
 for _action, _help in (

@@ -1,5 +1,5 @@
 """A cancelled export whose outputs are removed lists no file and no table as ``done``:
-what the API, ``jobs show`` (``manager.export_view``) and the live events list exists.
+what the API, ``jobs show`` (``export_view``) and the live events list exists.
 A task is run to done for real (the runner, a real sink), then the export is cancelled
 and the reconciler removes its folder (SQLite and PostgreSQL stores)."""
 
@@ -11,7 +11,8 @@ from typing import Any
 
 from apiharness import Api, auth
 from egress.config import Settings
-from egress.manager import export_root, export_view
+from egress.export_view import export_view
+from egress.manager import export_root
 from egress.store.sql import SqlJobStore
 from egress.worker.reconciler import reconcile_once
 from egress.worker.runner import TaskRunner
@@ -40,7 +41,7 @@ def _check_listing(api: Api, store: SqlJobStore, settings: Settings, export_id: 
     assert export is not None
     root = export_root(settings, export)
     shown = api.get(f"/v1/exports/{export_id}").json()
-    views = {"api": shown, "jobs show": export_view(store, export, settings),
+    views = {"api": shown, "jobs show": export_view(store, export, settings).to_json(),
              "events": _first_event(api, shown["events_url"])}
     for where, view in views.items():
         assert view["status"] == "cancelled", where

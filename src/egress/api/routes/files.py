@@ -26,6 +26,7 @@ from egress.domain.access import Principal
 from egress.domain.jobs import ExportRecord, ExportState
 from egress.engine.manifest import MANIFEST
 from egress.exceptions import ConfigError, NotFoundError
+from egress.export_view import export_view
 from egress.sinks.s3_client import content_type
 from egress.store.base import JobStore
 
@@ -43,7 +44,7 @@ FILE_RESPONSES: dict[int | str, dict] = {
 
 def export_files(store: JobStore, settings: Settings, export: ExportRecord) -> list[str]:
     """Names of the files an export offers for download."""
-    names = [f["name"] for f in manager.export_view(store, export, settings)["files"]]
+    names = [f.name for f in export_view(store, export, settings).files]
     if export.state is ExportState.COMPLETED:
         names.append(MANIFEST)
     return names
