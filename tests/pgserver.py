@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for tests and benchmarks (see ../shared/ENVIRONMENT.md).
+"""A throwaway PostgreSQL server for tests and benchmarks.
 
 ``initdb``/``postgres`` refuse to run as root, so when root they run as the ``postgres``
 user in a directory made with ``tempfile.mkdtemp`` and handed to that user.

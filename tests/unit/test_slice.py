@@ -1,4 +1,4 @@
-"""run_slice: the checkpoint protocol of DESIGN.md §3 on a real SQLite table and a local sink.
+"""run_slice: the checkpoint protocol of docs/design.md on a real SQLite table and a local sink.
 
 Checkpoints go through JSON (as a store keeps them) and every resume uses a fresh Task,
 source and sink, so nothing survives a "crash" but the committed checkpoint and the

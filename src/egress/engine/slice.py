@@ -1,4 +1,4 @@
-"""One slice of a task: read, encode and commit parts until a deadline (DESIGN.md §3).
+"""One slice of a task: read, encode and commit parts until a deadline (docs/design.md).
 
 A part is the next ``part_rows`` rows in key order (more only to reach the sink's
 minimum part size), so part boundaries depend on the data and the plan, never on the

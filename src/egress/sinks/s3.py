@@ -1,6 +1,6 @@
 """S3-compatible sink: an output file is a multipart upload, a committed part an UploadPart.
 
-The checkpoint protocol maps onto multipart uploads one to one (DESIGN.md §3):
+The checkpoint protocol maps onto multipart uploads one to one (docs/design.md, "Exactly once"):
 
 - ``start_file`` → CreateMultipartUpload; the upload id, the key and a random token
   (also stored as object metadata) become the file's ``sink_state`` in the checkpoint.
