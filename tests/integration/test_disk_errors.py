@@ -5,6 +5,7 @@ checkpoint, the manifest — and what was committed is kept for ``--resume``."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -105,3 +106,23 @@ def test_a_read_only_disk_when_the_manifest_is_written(
         assert "manifest.json" in str(info.value) and str(out) in str(info.value)
         assert exit_code_for(info.value) == EXIT_DESTINATION
         assert not (out / "manifest.json").exists() and not (out / "_SUCCESS").exists()
+
+
+def test_a_part_larger_than_the_free_space_is_no_space_not_a_short_write(
+    source: str, tmp_path: Path
+) -> None:
+    """A part of 3 MB on a 1 MiB disk: ``pwrite`` writes what fits and returns the count.
+    That is ENOSPC, said as such, and the checkpoint (kept on another disk here, so that
+    it can be written) never counts bytes that are not on disk."""
+    state_dir = tmp_path / "state"
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        out = disk / "out"
+        with pytest.raises(SinkError, match="no space left") as info:
+            egress.export(source, ["t"], to=out, format="csv", part_rows=ROWS,
+                          state_dir=state_dir)
+        assert exit_code_for(info.value) == EXIT_DESTINATION
+        staged = sum(f.stat().st_size for f in out.rglob("*.csv"))
+        state = state_dir / "state.json"  # gone if nothing was committed at all
+        saved = json.loads(state.read_text()) if state.exists() else {"tasks": {}}
+        for entry in saved["tasks"].values():
+            assert entry["checkpoint"].get("bytes", 0) <= staged

@@ -9,6 +9,7 @@ crash replace it; the file is cut to its committed size when it is completed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import secrets
@@ -96,7 +97,7 @@ class LocalSink:
                         f"staged file {staged} holds {size} bytes but {offset} were committed; "
                         "it was changed outside egress"
                     )
-                os.pwrite(fd, data, offset)
+                _write_all(fd, data, offset)
                 if self.fsync:
                     os.fsync(fd)
                     # The part is on disk: drop its pages from the page cache. An export
@@ -204,6 +205,18 @@ class LocalSink:
         path = self.path(name)
         with writing(path, "remove"):
             path.unlink(missing_ok=True)
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    """``pwrite`` until every byte is written: on a full disk ``pwrite`` writes what fits
+    and returns the count, and only the next call raises ENOSPC (the real cause), which
+    must come before any checkpoint counts these bytes."""
+    view, done = memoryview(data), 0
+    while done < len(data):
+        written = os.pwrite(fd, view[done:], offset + done)
+        if written <= 0:
+            raise OSError(errno.EIO, "the file system accepted no more bytes")
+        done += written
 
 
 def sha256_file(path: Path) -> str:
