@@ -93,6 +93,7 @@ class S3Sink:
         max_attempts: int = 6,
         backoff: float = 0.25,
         max_backoff: float = 20.0,
+        retry_seconds: float = 60.0,
         connect_timeout: float = 10.0,
         read_timeout: float = 120.0,
         addressing_style: str | None = None,
@@ -119,6 +120,9 @@ class S3Sink:
         #: ListParts on resume; off only for servers without it (then trust the checkpoint).
         self.check_parts = check_parts
         self.max_attempts, self.backoff, self.max_backoff = max_attempts, backoff, max_backoff
+        #: a transient failure is retried for at least this long (waited between tries):
+        #: an outage of a few seconds (a restart, a failover, throttling) is ridden out
+        self.retry_seconds = retry_seconds
         self._sleep = sleep
         self.client = client or make_client(
             endpoint_url=endpoint_url, region=region, profile=profile,
@@ -152,7 +156,7 @@ class S3Sink:
     def _call(self, op: str, key: str, *, expect: Collection[str] = (), **kwargs: Any) -> Any:
         """``client.op(**kwargs)``, retrying transient failures with backoff. Errors whose
         code is in ``expect`` are re-raised as the ClientError for the caller to handle."""
-        attempt = 0
+        attempt, waited = 0, 0.0
         while True:
             attempt += 1
             try:
@@ -162,7 +166,7 @@ class S3Sink:
                     raise
                 if not is_transient(exc):
                     raise map_error(exc, op, self.bucket, key) from exc
-                if attempt >= self.max_attempts:
+                if attempt >= self.max_attempts and waited >= self.retry_seconds:
                     raise SinkUnavailableError(
                         f"S3 {op} of s3://{self.bucket}/{key} still failing after "
                         f"{attempt} attempts: {map_error(exc, op, self.bucket, key)}"
@@ -174,6 +178,7 @@ class S3Sink:
                     extra={"op": op, "key": key, "attempt": attempt},
                 )
                 self._sleep(delay)
+                waited += delay
 
     def _head(self, key: str) -> dict[str, Any] | None:
         try:
