@@ -351,6 +351,22 @@ def test_a_zombie_cannot_overwrite_a_completed_object(s3: S3Bucket) -> None:
         sink.start_file("t.csv")
 
 
+def test_a_late_complete_of_an_earlier_upload_of_the_same_parts_is_ours(s3: S3Bucket) -> None:
+    """Every complete reply lost; a resume started a new upload of the same parts, and the
+    first complete then landed: the object is this file, so the export finishes."""
+    sink = S3Sink(s3.name, "late", **SINK)
+    chunks = [b"a" * TEST_MIN_PART, b"b" * TEST_MIN_PART, b"c" * 10]
+    first_state, first_parts = _write(sink, "t.csv", chunks)
+    size = sum(p.size for p in first_parts)
+    second_state, second_parts = _write(sink, "t.csv", chunks)  # the resume's new upload
+    sink.complete_file("t.csv", first_state, size, first_parts)  # the late complete
+    sha = sink.complete_file("t.csv", second_state, size, second_parts)
+    assert sha == hashlib.sha256(b"".join(chunks)).hexdigest()
+    assert s3.objects("late") == {"t.csv": b"".join(chunks)}
+    assert s3.uploads() == []  # the resume's own upload is aborted
+    # (other bytes under the name stay someone else's: test_a_zombie_cannot_overwrite…)
+
+
 def _open_file_state(tmp_path: Path) -> dict[str, Any]:
     (state_dir,) = (tmp_path / "egress-home" / "oneshot").iterdir()
     data = json.loads((state_dir / "state.json").read_text())

@@ -26,6 +26,7 @@ handed to boto3 and never stored on the sink, logged or put in a message.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import random
 import re
@@ -70,6 +71,13 @@ TOKEN_META = "egress-upload"
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+def multipart_etag(parts: Sequence[PartRecord]) -> str:
+    """The ETag S3 gives an object completed from ``parts`` (without SSE-KMS): the MD5 of
+    the parts' binary MD5s, a dash, the number of parts."""
+    digests = b"".join(bytes.fromhex(etag_value(p.etag)) for p in parts)
+    return f"{hashlib.md5(digests).hexdigest()}-{len(parts)}"
 
 
 class S3Sink:
@@ -186,13 +194,18 @@ class S3Sink:
         except ClientError:
             return None
 
-    def _completed_by_us(self, key: str, state: dict[str, Any], size: int) -> bool:
+    def _completed_by_us(self, key: str, state: dict[str, Any], size: int,
+                         parts: Sequence[PartRecord] = ()) -> bool:
+        """Whether the object at ``key`` is this file as the checkpoint has it: written by
+        this upload (its token), or by an earlier upload of the same parts — a complete
+        whose reply was lost and that landed after a resume had started over — whose
+        multipart ETag (the MD5 of the parts' MD5s) is the one these parts make."""
         head = self._head(key)
-        return (
-            head is not None
-            and head.get("Metadata", {}).get(TOKEN_META) == state.get("token")
-            and head.get("ContentLength") == size
-        )
+        if head is None or head.get("ContentLength") != size:
+            return False
+        if head.get("Metadata", {}).get(TOKEN_META) == state.get("token"):
+            return True
+        return bool(parts) and etag_value(head.get("ETag")) == multipart_etag(parts)
 
     # --- the Sink protocol ------------------------------------------------------------
 
@@ -284,8 +297,10 @@ class S3Sink:
             )
         except ClientError as exc:
             # A retry of a complete that went through, or a zombie late to the party.
-            if self._completed_by_us(key, state, size):
+            if self._completed_by_us(key, state, size, parts):
                 log.info("s3 upload was already completed key=%s", key, extra={"key": key})
+                if not self._completed_by_us(key, state, size):  # by an earlier upload
+                    self.abort_file(name, state)
                 return self._sha256(key, state, size)
             if error_code(exc) == "NoSuchUpload":
                 raise SinkUnavailableError(
