@@ -351,20 +351,42 @@ def test_a_zombie_cannot_overwrite_a_completed_object(s3: S3Bucket) -> None:
         sink.start_file("t.csv")
 
 
-def test_a_late_complete_of_an_earlier_upload_of_the_same_parts_is_ours(s3: S3Bucket) -> None:
-    """Every complete reply lost; a resume started a new upload of the same parts, and the
-    first complete then landed: the object is this file, so the export finishes."""
+def test_a_late_complete_of_an_earlier_upload_of_the_same_parts_is_ours(
+    s3: S3Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every complete reply lost; a resume started a new upload of the same parts (its
+    abort of the old upload lost the race with the complete still running on the server),
+    and the first complete then landed: the object is this file, so the export finishes."""
     sink = S3Sink(s3.name, "late", **SINK)
     chunks = [b"a" * TEST_MIN_PART, b"b" * TEST_MIN_PART, b"c" * 10]
     first_state, first_parts = _write(sink, "t.csv", chunks)
     size = sum(p.size for p in first_parts)
-    second_state, second_parts = _write(sink, "t.csv", chunks)  # the resume's new upload
+    with monkeypatch.context() as lost_race:
+        lost_race.setattr(S3Sink, "abort_orphaned_uploads", lambda *a, **k: 0)
+        second_state, second_parts = _write(sink, "t.csv", chunks)  # the resume's upload
     sink.complete_file("t.csv", first_state, size, first_parts)  # the late complete
     sha = sink.complete_file("t.csv", second_state, size, second_parts)
     assert sha == hashlib.sha256(b"".join(chunks)).hexdigest()
     assert s3.objects("late") == {"t.csv": b"".join(chunks)}
     assert s3.uploads() == []  # the resume's own upload is aborted
     # (other bytes under the name stay someone else's: test_a_zombie_cannot_overwrite…)
+
+
+def test_no_upload_is_left_open_by_a_lost_create_reply_or_a_restart(s3: S3Bucket,
+                                                                    tmp_path: Path) -> None:
+    """A CreateMultipartUpload whose reply is lost is retried: two uploads exist, one is
+    used. And a file started over (a resume that found its upload damaged) leaves its old
+    upload behind. Both are aborted when the file starts, not a day later."""
+    source = make_db(tmp_path / "db.sqlite")
+    client = _client(s3)
+    faults = Faults(client, {"CreateMultipartUpload": ["lost-reply", None]})
+    egress.export(source, ["events"], to=s3.url("l"), format="csv", part_rows=40,
+                  sink_options={**SINK, "client": client})
+    assert faults.used_up() and s3.uploads() == []
+    sink = S3Sink(s3.name, "again", **SINK)
+    sink.start_file("t.csv")  # an earlier attempt's upload, never completed
+    again = sink.start_file("t.csv")
+    assert [u["UploadId"] for u in s3.uploads("again/")] == [again["upload_id"]]
 
 
 def _open_file_state(tmp_path: Path) -> dict[str, Any]:

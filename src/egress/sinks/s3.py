@@ -226,6 +226,13 @@ class S3Sink:
             kwargs["ChecksumType"] = "FULL_OBJECT"
         resp = self._call("create_multipart_upload", key, **kwargs)
         log.info("s3 upload started key=%s", key, extra={"key": key})
+        # Any other upload of this key is one this file will never use: a create whose
+        # reply was lost (and was retried), an earlier attempt that is starting over, a
+        # fenced-off writer's. Abort them now rather than leave them to the daily sweep.
+        stale = self.abort_orphaned_uploads(-3600.0, names=[name], keep=[resp["UploadId"]])
+        if stale:
+            log.info("s3 aborted %d earlier uploads of key=%s", stale, key,
+                     extra={"key": key, "count": stale})
         return {"key": key, "upload_id": resp["UploadId"], "token": token}
 
     def put_part(
