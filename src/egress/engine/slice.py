@@ -50,6 +50,10 @@ def _no_commit(cp: Checkpoint) -> None:
     return None
 
 
+def _no_fence() -> None:
+    return None
+
+
 class _DrySink:
     """Stands for the sink in a dry run of the commit code: stores nothing."""
 
@@ -94,6 +98,9 @@ class Task:
     should_stop: Callable[[], bool] = _never
     grace: float = 0.25
     clock: Callable[[], float] = time.monotonic
+    #: Called before every write to the sink; raises LeaseLostError when this writer no
+    #: longer owns the task (so it writes nothing into the new owner's files).
+    fence: Callable[[], None] = _no_fence
     #: what one value and one part's rows may hold (engine/sizes.py)
     limits: SizeLimits = field(default_factory=SizeLimits)
     fmt: Format = field(init=False)
@@ -210,6 +217,8 @@ class Task:
                 commit(done)
                 return done
             name = file_name(spec, next_index, fmt, self.compression)
+            if sink is not _DRY:
+                self.fence()
             of = OpenFile(
                 index=next_index, name=name, first_key=part.first_key,
                 sink_state=sink.start_file(name),
@@ -227,6 +236,8 @@ class Task:
         parts = of.parts
         if data or not parts:
             number = of.next_part_number
+            if sink is not _DRY:
+                self.fence()
             etag = sink.put_part(of.name, of.sink_state, number, of.size, data)
             record = PartRecord(
                 number=number, rows=part.rows, size=len(data),
@@ -267,6 +278,8 @@ class Task:
     ) -> Checkpoint:
         of = cp.open_file
         assert of is not None and of.closed
+        if sink is not _DRY:
+            self.fence()
         sha256 = sink.complete_file(of.name, of.sink_state, of.size, parts=of.parts)
         record = FileRecord(
             name=of.name, rows=of.rows, size=of.size, crc32c=of.crc32c, sha256=sha256,

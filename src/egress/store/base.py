@@ -152,6 +152,12 @@ class JobStore(Protocol):
 
     def task_get(self, task_id: str) -> TaskRecord | None: ...
 
+    def task_lease_held(self, task_id: str, token: str) -> bool:
+        """Whether ``token`` still holds the task's unexpired lease (a read: checked before
+        a worker writes to the sink, so that a writer that slept past its lease — a paused
+        VM, SIGSTOP — writes nothing into the new owner's files)."""
+        ...
+
     def task_claim(
         self, worker: str, *, lease_seconds: float, project_cap: int, limit: int = 1
     ) -> list[TaskRecord]:

@@ -32,6 +32,12 @@ class TaskOps(SqlCore):
         row = self._tx(lambda c: c.execute(query).first(), read_only=True)
         return records.task_record(row) if row is not None else None
 
+    def task_lease_held(self, task_id: str, token: str) -> bool:
+        query = sa.select(tasks.c.id).where(
+            tasks.c.id == task_id, tasks.c.lease_token == token, tasks.c.state == "running",
+            tasks.c.lease_expires_at > self._now)
+        return self._tx(lambda c: c.execute(query).first(), read_only=True) is not None
+
     def task_claim(
         self, worker: str, *, lease_seconds: float, project_cap: int, limit: int = 1
     ) -> list[TaskRecord]:

@@ -123,8 +123,12 @@ class TaskRunner:
             def should_stop() -> bool:
                 return self.stopping.is_set() or lease.lost or lease.cancelled
 
+            def fence() -> None:
+                if lease.lost or not self.store.task_lease_held(task.id, token):
+                    raise LeaseLostError(f"task {task.id}: lease lost; nothing written")
+
             runnable = Task(spec=spec, table=info, source=source, sink=sink, commit=commit,
-                            should_stop=should_stop, limits=self._limits())
+                            should_stop=should_stop, limits=self._limits(), fence=fence)
             before, started = cp, time.monotonic()
             cp = run_slice(runnable, cp, started + self.settings.worker.slice_seconds)
             seconds = time.monotonic() - started
