@@ -12,15 +12,27 @@ go, in the order they came. Threads of one process queue on a lock first (one fl
 per process is all the kernel sees). Writers that are not egress still meet SQLite's
 own lock and busy handler. The kernel drops the lock of a process that dies.
 
+A process that is frozen while it holds the lock (a paused VM, SIGSTOP, a debugger) does
+not die, so the wait is bounded (``EGRESS_STORE_LOCK_SECONDS``, 30 s by default): the
+holder writes its pid and the time into the lock file, and a waiter that gives up says
+who holds the lock, since when and in what state ("T (stopped)"). Reads never take this
+lock (SQLite's WAL lets them read while a writer writes). A waiter that finds the lock
+taken waits in the kernel's queue on a helper thread, so that it can stop waiting.
+
 Where ``fcntl`` is missing (Windows) only the threads of one process queue.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import errno
 import os
 import threading
+import time
 from pathlib import Path
 from types import TracebackType
+
+from egress.exceptions import StoreError
 
 try:
     import fcntl
@@ -28,12 +40,34 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]  # not on Windows
 
 
+#: How long a writer waits for the lock before it gives up and says who holds it.
+DEFAULT_WAIT_SECONDS = 30.0
+
+
+def _wait_seconds() -> float:
+    try:
+        return float(os.environ.get("EGRESS_STORE_LOCK_SECONDS", DEFAULT_WAIT_SECONDS))
+    except ValueError:
+        return DEFAULT_WAIT_SECONDS
+
+
+def _process_state(pid: int) -> str:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("State:"):
+                return line.split(":", 1)[1].strip().lower()
+    except OSError:
+        return "unknown"
+    return "unknown"
+
+
 class WriteLock:
     """Reentrant in one thread; exclusive across the threads and processes that use
     the same ``path``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, wait_seconds: float | None = None) -> None:
         self.path = path
+        self.wait_seconds = _wait_seconds() if wait_seconds is None else wait_seconds
         self._threads = threading.RLock()
         self._depth = 0
         self._fd: int | None = None
@@ -44,12 +78,71 @@ class WriteLock:
             if self._depth == 0 and fcntl is not None:
                 if self._fd is None:
                     self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-                fcntl.flock(self._fd, fcntl.LOCK_EX)  # releases the GIL while it waits
+                self._acquire()
             self._depth += 1
         except BaseException:
             self._threads.release()
             raise
         return self
+
+    def _acquire(self) -> None:
+        """Take the flock: at once if it is free, else wait in the kernel's queue (the
+        waiter wakes as soon as the holder lets go) on a helper thread, for at most
+        ``wait_seconds``; the helper hands its own open file over when it gets the lock,
+        or lets go of it at once if this thread stopped waiting."""
+        assert self._fd is not None and fcntl is not None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            self._fd = self._wait_in_queue(self._fd)
+        # who holds it, for a waiter that gives up (a frozen holder does not die)
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()} {time.time():.3f}\n".encode(), 0)
+
+    def _wait_in_queue(self, fd: int) -> int:
+        handoff: dict[str, int | bool] = {}
+        decided, got = threading.Lock(), threading.Event()
+        locks = fcntl
+        assert locks is not None
+
+        def wait() -> None:
+            mine = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                locks.flock(mine, locks.LOCK_EX)  # releases the GIL while it waits
+            except OSError:
+                os.close(mine)
+                return
+            with decided:
+                if handoff.get("abandoned"):
+                    locks.flock(mine, locks.LOCK_UN)
+                    os.close(mine)
+                    return
+                handoff["fd"] = mine
+            got.set()
+
+        threading.Thread(target=wait, name="egress-store-lock", daemon=True).start()
+        if not got.wait(self.wait_seconds):
+            with decided:
+                if "fd" not in handoff:
+                    handoff["abandoned"] = True
+                    raise StoreError(self._held_by())
+        os.close(fd)  # the helper's open file holds the lock now
+        return int(handoff["fd"])
+
+    def _held_by(self) -> str:
+        where = f"the SQLite job store's write lock ({self.path})"
+        try:
+            pid_text, since_text = self.path.read_text().split()[:2]
+            pid, since = int(pid_text), float(since_text)
+        except (OSError, ValueError):
+            return f"{where} is still held after {self.wait_seconds:.0f} s"
+        when = dt.datetime.fromtimestamp(since, dt.UTC).strftime("%H:%M:%S UTC")
+        return (f"{where} is held by process {pid} ({_process_state(pid)}) since {when}, "
+                f"{time.time() - since:.0f} s ago; a frozen or stuck egress process blocks "
+                "every writer of a SQLite store: resume or stop it (its tasks are taken "
+                "over when their leases end), or use a PostgreSQL store for many workers")
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
