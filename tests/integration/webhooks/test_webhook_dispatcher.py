@@ -391,9 +391,11 @@ def test_a_burst_to_one_host_is_sent_at_the_per_host_rate(
     dispatcher.close()
     arrivals = sorted(r.at for r in receiver.requests)
     assert len(arrivals) == 12
-    for i, first in enumerate(arrivals):  # any window holds at most burst + rate·length
+    # any window holds at most burst + rate·length, give or take two requests delayed on
+    # their way by a loaded machine (without the limit all 12 arrive within ~0.1 s)
+    for i, first in enumerate(arrivals):
         for j in range(i + 1, len(arrivals)):
-            assert j - i + 1 <= burst + rate * (arrivals[j] - first) + 1, arrivals
+            assert j - i + 1 <= burst + rate * (arrivals[j] - first) + 2, arrivals
     assert arrivals[-1] - arrivals[0] >= (12 - burst) / rate - 0.5
     for export in exports:
         done = only_delivery(sqlite_store, export)
