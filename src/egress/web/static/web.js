@@ -123,9 +123,10 @@
       .then((r) => (r.ok ? r.text() : Promise.reject(r.status)))
       .then((html) => {
         const doc = new DOMParser().parseFromString(html, "text/html");
-        const fresh = doc.getElementById("refreshable");
-        const here = document.getElementById("refreshable");
-        if (fresh && here) { here.replaceWith(fresh); hookConfirms(fresh); }
+        for (const id of ["refreshable", "facts"]) {
+          const fresh = doc.getElementById(id), here = document.getElementById(id);
+          if (fresh && here) { here.replaceWith(fresh); hookConfirms(fresh); localTimes(fresh); }
+        }
         const note = document.getElementById("chart-note");
         const freshNote = doc.getElementById("chart-note");
         if (note && freshNote) note.textContent = freshNote.textContent;
@@ -159,8 +160,8 @@
     }
   }
 
-  function localTimes() {
-    for (const el of document.querySelectorAll("time[datetime]")) {
+  function localTimes(root) {
+    for (const el of root.querySelectorAll("time[datetime]")) {
       const d = new Date(el.getAttribute("datetime"));
       if (!isNaN(d)) { el.title = el.textContent; el.textContent = d.toLocaleString(); }
     }
@@ -172,7 +173,7 @@
       select.addEventListener("change", () => select.form.submit());
     }
     hookConfirms(document);
-    localTimes();
+    localTimes(document);
     const table = document.querySelector("table[data-live-url]");
     if (table) liveList(table);
     const detail = document.querySelector("[data-events-url]");
