@@ -2,8 +2,8 @@
 
 FastAPI's default page loads Swagger UI from a CDN, which leaves it blank on a machine
 without internet access (the usual place for a data export service); the assets shipped
-by ``fastapi-offline`` are served from ``/docs-assets`` instead. ``/`` points to the docs
-until there is a web page to show there.
+by ``fastapi-offline`` are served from ``/docs-assets`` instead. ``/`` is the web page
+(egress.web).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import fastapi_offline
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 ASSETS_URL = "/docs-assets"
@@ -21,7 +21,7 @@ _ASSETS = Path(fastapi_offline.__file__).parent / "static"
 
 
 def install_api_docs(app: FastAPI, docs_url: str = "/docs") -> None:
-    """Add ``docs_url`` (Swagger UI with local assets) and ``/`` (a redirect to it)."""
+    """Add ``docs_url`` (Swagger UI with local assets)."""
     app.mount(ASSETS_URL, StaticFiles(directory=_ASSETS), name="docs-assets")
     openapi_url = app.openapi_url or "/openapi.json"
     redirect_url = f"{docs_url}/oauth2-redirect"
@@ -40,7 +40,3 @@ def install_api_docs(app: FastAPI, docs_url: str = "/docs") -> None:
     @app.get(redirect_url, include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:
         return get_swagger_ui_oauth2_redirect_html()
-
-    @app.get("/", include_in_schema=False)
-    async def root() -> RedirectResponse:
-        return RedirectResponse(docs_url)

@@ -112,8 +112,12 @@ async def authenticate(request: Request) -> Principal:
     cached = getattr(request.state, "principal", None)
     if cached is not None:
         return cached
-    token = _bearer(request)
-    digest = hash_token(token)
+    return await authenticate_digest(request, hash_token(_bearer(request)))
+
+
+async def authenticate_digest(request: Request, digest: str) -> Principal:
+    """The caller whose token has the SHA-256 ``digest`` (the web page's session keeps
+    the digest, not the token): the same checks, limits and caching as a bearer token."""
     app_state = request.app.state
     store = app_state.store
     cache: TokenCache | None = getattr(app_state, "token_cache", None)

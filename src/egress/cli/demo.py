@@ -106,8 +106,12 @@ def _next_steps(
         f"  {egress} jobs create --source {source} --table events --format parquet",
         f"  {egress} worker --exit-when-idle",
         f"  {egress} jobs ls",
-        f"  {egress} tokens create --project demo --scopes exports:read,exports:create "
-        "--name me",
-        f"  {egress} serve      # the HTTP API on http://127.0.0.1:8080 (docs at /docs)",
+        # the project of `jobs create` (default), so the page shows that export too
+        f"  {egress} tokens create --project default "
+        "--scopes exports:read,exports:create,exports:cancel --name me",
+        # the demo database as the configured source "demo": the page's new-export form
+        f"  EGRESS_SOURCE_DEMO_URL={source} {egress} serve",
+        "  # the web page: open http://127.0.0.1:8080/ and sign in with the token that",
+        "  # 'tokens create' printed (the API is under /v1, its docs at /docs)",
     ]
     return "\n".join(lines)
