@@ -155,6 +155,15 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
         {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
         for e in exc.errors()
     ]
+    unparsed = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+    if unparsed is not None:
+        # a body that is not JSON at all is a bad request (400), not a schema mismatch;
+        # the decoder's reason names a position, never the body's text
+        reason = str((unparsed.get("ctx") or {}).get("error") or "not JSON")
+        position = unparsed.get("loc", ("body", "?"))[-1]
+        return problem(400, "bad-request", "Bad request",
+                       f"the request body is not valid JSON: {reason} (at character "
+                       f"{position}); send one JSON object, UTF-8 encoded", errors=errors)
     where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:5])
     return problem(422, "validation-error", "Invalid request",
                    f"the request does not match the API schema: {where}", errors=errors)
@@ -166,6 +175,10 @@ _HTTP = {
     405: ("method-not-allowed", "Method not allowed"),
     416: ("range-not-satisfiable", "Range not satisfiable"),
 }
+
+
+#: FastAPI's detail for a body it cannot decode (not UTF-8, say).
+_UNREADABLE_BODY = "There was an error parsing the body"
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -182,6 +195,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
             headers["Allow"] = ", ".join(methods)
         detail = (f"method {request.method} is not allowed on {request.url.path}; "
                   f"allowed: {headers.get('Allow', 'none')}")
+    elif exc.status_code == 400 and exc.detail == _UNREADABLE_BODY:
+        detail = "the request body cannot be decoded: send one JSON object, UTF-8 encoded"
     elif exc.status_code != 404:
         detail = exc.detail if isinstance(exc.detail, str) else title
     return problem(exc.status_code, slug, title, detail, headers)

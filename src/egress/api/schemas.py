@@ -1,16 +1,19 @@
 """Request (Create) and response (Public) models of the HTTP API.
 
-Requests forbid unknown fields, so a misspelt option is an error, not ignored. Names
-(sources, destinations, tables, columns) are checked against the configuration and the
-catalog by the use cases; the models only fix shapes and bounds.
+Requests forbid unknown fields, so a misspelt option is an error, not ignored. They are
+strict: a value of the wrong JSON type is an error (``"all": "yes"`` is not true,
+``"max_file_size": true`` is not 1), and every string must be valid Unicode (JSON's
+``"\\ud800"`` escape decodes to a lone surrogate, which no store or driver can encode).
+Names (sources, destinations, tables, columns) are checked against the configuration and
+the catalog by the use cases; the models only fix shapes and bounds.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Format = Literal["csv", "jsonl", "json", "sql", "parquet"]
 Compression = Literal["none", "gzip", "zstd"]
@@ -24,8 +27,27 @@ Scalar = str | int | float | bool
 KeyColumn = Annotated[str, Field(min_length=1, max_length=256)]
 
 
+def _valid_unicode(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("the string holds a lone surrogate (a \\ud800-\\udfff escape "
+                             "not in a pair), which is not text; send valid Unicode") from None
+    elif isinstance(value, list):
+        for item in value:
+            _valid_unicode(item)
+    return value
+
+
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: JSON types as documented, no conversion of "yes", 1.0 or "5"
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @field_validator("*")
+    @classmethod
+    def _unicode(cls, value: Any) -> Any:
+        return _valid_unicode(value)
 
 
 class Filter(_Request):
@@ -49,7 +71,7 @@ class TableRequest(_Request):
 
 
 class ExportCreate(_Request):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
         {"source": "main", "tables": ["events"], "format": "csv", "compression": "gzip"},
         {"source": "main", "format": "parquet", "tables": [
             {"name": "events", "columns": ["id", "kind"],

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import sys
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +29,16 @@ from egress.sources.base import Column, TableInfo
 MAX_IN_VALUES = 1000
 MAX_CONDITIONS = 32
 _FILTERABLE = "integers, decimals, floats, booleans, text, dates and timestamps"
+#: The largest finite value of a float of 16, 32 and 64 bits.
+_FLOAT_MAX = {16: 65504.0, 32: 3.4028234663852886e38, 64: sys.float_info.max}
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _kind(column: Column) -> str | None:
@@ -51,10 +62,52 @@ def _kind(column: Column) -> str | None:
     return None
 
 
+def _int_range(t: pa.DataType) -> tuple[int, int]:
+    """The smallest and largest value of an Arrow integer type."""
+    if pa.types.is_unsigned_integer(t):
+        return 0, 2**t.bit_width - 1
+    return -(2 ** (t.bit_width - 1)), 2 ** (t.bit_width - 1) - 1
+
+
+def _check_range(column: Column, kind: str, value: Scalar, where: str) -> Scalar:
+    """A value the column's type can hold, so that it binds and compares (an integer
+    beyond 64 bits cannot even be bound): out of range is the caller's error, now."""
+    t = column.arrow_type
+    if kind == "integer" and isinstance(value, int):
+        low, high = _int_range(t)
+        if not low <= value <= high:
+            raise ConfigError(
+                f"{where}: value {value} is out of range; the column holds integers "
+                f"from {low} to {high}"
+            )
+    elif kind == "any" and isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ConfigError(
+            f"{where}: value {value} is out of range; integers go from {-(2**63)} to "
+            f"{2**63 - 1} (SQLite's 64-bit integers)"
+        )
+    elif kind == "number" and pa.types.is_floating(t) and not isinstance(value, bool):
+        largest = _FLOAT_MAX[t.bit_width]
+        number = decimal.Decimal(value) if isinstance(value, str | int) else value
+        if not abs(number) <= largest:
+            raise ConfigError(
+                f"{where}: value {value} is out of range; the column holds floating-point "
+                f"numbers from -{largest:.8g} to {largest:.8g}"
+            )
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            return float(value)  # what the column compares it as; beyond 64 bits unbindable
+    elif kind == "number" and isinstance(value, int) and not -(2**63) <= value < 2**63:
+        # a decimal column compares any number; beyond 64 bits it is bound as exact text
+        return str(value)
+    return value
+
+
 def _check_value(column: Column, kind: str, value: Any) -> Scalar:
     where = f"filter on column {column.name!r} ({column.source_type or 'untyped'})"
     if isinstance(value, str) and "\x00" in value:
         raise ConfigError(f"{where}: a value may not contain a NUL character")
+    if isinstance(value, str) and not _is_unicode(value):
+        raise ConfigError(f"{where}: a value must be valid Unicode text (it holds a lone "
+                          "surrogate, \\ud800-\\udfff, not in a pair)")
     ok = False
     if kind == "integer":
         ok = isinstance(value, int) and not isinstance(value, bool)
@@ -89,7 +142,7 @@ def _check_value(column: Column, kind: str, value: Any) -> Scalar:
             "any": "a string or a number",
         }[kind]
         raise ConfigError(f"{where}: value {value!r} is not {expected}")
-    return value  # type: ignore[no-any-return]
+    return _check_range(column, kind, value, where)
 
 
 def check_condition(table: TableInfo, item: dict[str, Any]) -> Condition:

@@ -84,7 +84,7 @@ def test_invalid_requests_are_problems_that_say_what_is_allowed(api: Api):
     unknown = assert_problem(api.post("/v1/exports", json={"source": "main", "tabels": []}), 422)
     assert any("tabels" in e["loc"] for e in unknown["errors"])
     assert_problem(api.post("/v1/exports", content=b"{not json",
-                            headers={"Content-Type": "application/json"}), 422)
+                            headers={"Content-Type": "application/json"}), 400, "not valid JSON")
     assert api.get("/v1/exports").json()["items"] == []  # nothing was created
 
 
