@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from egress.domain.instants import parse_instant
 from egress.domain.predicate import OPERATORS, UNARY, Condition, Predicate, Scalar
 from egress.exceptions import ConfigError
 from egress.sources.base import Column, TableInfo
@@ -127,7 +128,7 @@ def _check_value(column: Column, kind: str, value: Any) -> Scalar:
     elif kind in ("date", "timestamp"):
         if isinstance(value, str):
             try:
-                (dt.date if kind == "date" else dt.datetime).fromisoformat(value)
+                dt.date.fromisoformat(value) if kind == "date" else parse_instant(value)
                 ok = True
             except ValueError:
                 ok = False

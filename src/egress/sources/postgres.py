@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import decimal
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 
-from egress.domain.keys import Key, KeyValue
+from egress.domain.instants import parse_instant
+from egress.domain.keys import Key
 from egress.domain.predicate import Predicate
 from egress.exceptions import (
     DataError,
@@ -38,6 +38,7 @@ from egress.exceptions import (
 from egress.redact import redact_url, scrub, url_secrets
 from egress.sources.base import Column, TableInfo
 from egress.sources.pg_types import PgMapping, conform, list_check_sql, map_type
+from egress.sources.pg_values import bound_type, filter_text, key_text
 from egress.sources.predicate_sql import render_conditions
 
 #: Batches handed to the engine hold at most this many rows (slices, no copies).
@@ -349,10 +350,21 @@ class PostgresSource:
         first = 1 if literal is not None else len(after or ()) + 1
         types = {c.name: _FILTER_TYPMOD.sub("", c.source_type) for c in table.columns}
 
+        kinds = {c.name: bound_type(c.arrow_type) for c in table.columns}
+
         def bind(column: str, value: object) -> str:
-            bound.append(filter_text(value))
+            kind = kinds[column]
+            if kind == "timestamptz":
+                # a real instant (a value without an offset is UTC), converted to the
+                # column's type in the session's time zone, UTC: never text, whose
+                # offset a ``timestamp`` input would ignore
+                bound.append(parse_instant(str(value)))
+            elif kind == "date":
+                bound.append(dt.date.fromisoformat(str(value)))
+            else:
+                bound.append(filter_text(value))
             # the column's own type (without length/precision, which would round or cut)
-            return f"CAST(${first + len(bound) - 1}::text AS {types[column]})"
+            return f"CAST(${first + len(bound) - 1}::{kind} AS {types[column]})"
 
         conditions += render_conditions(predicate, col, bind)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
@@ -453,27 +465,3 @@ def _shape_error(column: Column) -> DataError:
         "multi-dimensional or does not start at index 1, which an Arrow list cannot hold; "
         "declare the column with its dimensions (e.g. integer[][]) so egress exports it as text"
     )
-
-
-def filter_text(value: object) -> str:
-    """A filter value as text for ``CAST($n::text AS type)``."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def key_text(value: KeyValue) -> str:
-    """A cursor value as text that the key column's input function reads back exactly."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)  # shortest exact text; PostgreSQL reads nan/inf too
-    if isinstance(value, bytes):
-        return "\\x" + value.hex()
-    if isinstance(value, dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, int | decimal.Decimal | str):
-        return str(value)
-    raise DataError(f"cannot use a value of type {type(value).__name__} as a PostgreSQL key")

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from egress.domain.instants import iso_date
 from egress.domain.keys import Key
 from egress.domain.predicate import Predicate
 from egress.exceptions import (
@@ -44,6 +45,7 @@ from egress.exceptions import (
     TableNotFoundError,
 )
 from egress.sources.base import SOURCE_TYPE, Column, TableInfo
+from egress.sources.instant_filter import read_matching, split_timestamp_conditions
 from egress.sources.predicate_sql import render_conditions
 
 #: Hidden column carrying the rowid of a table without a primary key.
@@ -386,7 +388,11 @@ class SqliteSource:
                 conditions.append(f"{keys} > ?")
             params.extend(after)
 
-        def bind(_column: str, value: object) -> str:
+        dates = {c.name for c in table.columns if pa.types.is_date(c.arrow_type)}
+
+        def bind(column: str, value: object) -> str:
+            if column in dates and isinstance(value, str):
+                value = iso_date(value)  # the stored form: 2024-01-31, not 20240131
             params.append(int(value) if isinstance(value, bool) else value)
             return "?"
 
@@ -402,6 +408,14 @@ class SqliteSource:
         self, table: TableInfo, after: Key | None, limit: int,
         predicate: Predicate | None = None,
     ) -> Iterator[pa.RecordBatch]:
+        in_sql, on_rows = split_timestamp_conditions(predicate, table)
+        return read_matching(lambda cursor: self._read(table, cursor, limit, in_sql),
+                             table, after, limit, on_rows)
+
+    def _read(
+        self, table: TableInfo, after: Key | None, limit: int, predicate: Predicate | None
+    ) -> Iterator[pa.RecordBatch]:
+        """Up to ``limit`` rows after ``after`` that meet ``predicate`` (all in SQL)."""
         plan = self._plan(table)
         values: list[object] = []
         sql = self._query(table, plan, after, predicate, values)
