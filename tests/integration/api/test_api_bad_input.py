@@ -1,9 +1,13 @@
 """Bad request bodies (issue #9, items 8–11): a body that is not JSON answers 400, a
 lone surrogate and an out-of-range filter value 422, and the request models are strict
-(no "yes" for true, no true for 1). Nothing is created by any of them."""
+(no "yes" for true, no true for 1). Nothing is created by any of them. And a timestamp
+filter in the documented form, end to end (item 14)."""
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import io
 import json
 from typing import Any
 
@@ -115,3 +119,23 @@ def test_integer_filter_values_beyond_the_column_are_422(api: Api, value: int, w
         assert str(value) in problem["detail"]
     # the largest value the column holds is fine
     api.create(_table({"column": "user_id", "op": "<=", "value": 2**63 - 1}))
+
+
+def test_timestamp_filter_in_the_documented_form_exports_the_right_rows(make_api):
+    """Issue #9 item 14 end to end: events.created_at is stored as '2023-11-14 22:13:21'
+    (SQLite text, UTC); the filter is written as docs/api.md shows it, with a T and a Z."""
+    api = make_api(run_worker=True, max_active_exports=5)
+    start = dt.datetime.fromtimestamp(1_700_000_000, dt.UTC)  # created_at of id 0
+    since = start + dt.timedelta(seconds=1500)
+    until = (start + dt.timedelta(seconds=2200)).astimezone(
+        dt.timezone(dt.timedelta(hours=-8)))
+    export_id = api.create({"source": "main", "format": "csv", "tables": [
+        {"name": "events", "columns": ["id", "created_at"], "filters": [
+            {"column": "created_at", "op": ">=", "value": since.isoformat().replace(
+                "+00:00", "Z")},
+            {"column": "created_at", "op": "<", "value": until.isoformat()}]}]})["id"]
+    view = api.wait(export_id)
+    (events,) = view["files"]
+    rows = list(csv.reader(io.StringIO(api.get(events["download_url"]).text)))[1:]
+    assert [int(r[0]) for r in rows] == list(range(1500, 2200))
+    assert view["rows"] == 700
