@@ -233,3 +233,38 @@ def test_postgres_timestamp_filters_bind_instants(pg_url: str):
             assert _check_every_operator(source, "t", column, rows, probes) >= 60
     finally:
         source.close()
+
+
+def test_date_filter_values_in_any_iso_form(tmp_path: Path, pg_url_or_none: str | None):
+    """A date value is a date: '20240131' (ISO's basic form) is 2024-01-31, on SQLite (which
+    would compare the text) and on PostgreSQL (bound as a date)."""
+    path = tmp_path / "d.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, d DATE)")
+    days = {i: dt.date(2024, 1, 25) + dt.timedelta(days=i) for i in range(1, 15)}
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, d.isoformat()) for i, d in days.items()])
+    conn.commit()
+    conn.close()
+    urls = [f"sqlite:///{path}"]
+    if pg_url_or_none:
+        with psycopg.connect(pg_url_or_none, autocommit=True) as pg:
+            pg.execute("CREATE TABLE t (id int PRIMARY KEY, d date)")
+            with pg.cursor() as cur:
+                cur.executemany("INSERT INTO t VALUES (%s, %s)", list(days.items()))
+        urls.append(pg_url_or_none)
+    for url in urls:
+        source = open_source(url)
+        try:
+            for op, test in OPS.items():
+                want = [i for i, d in days.items() if test(d, dt.date(2024, 1, 31))]
+                assert _read_ids(source, "t", [{"column": "d", "op": op,
+                                                "value": "20240131"}]) == want, (url, op)
+            assert _read_ids(source, "t", [{"column": "d", "op": "in",
+                                            "value": ["20240201", "2024-02-03"]}]) == [7, 9]
+        finally:
+            source.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def pg_url_or_none(request: pytest.FixtureRequest) -> str | None:
+    return request.getfixturevalue("pg_url") if request.param == "postgresql" else None
