@@ -181,19 +181,23 @@ def test_resume_keeps_state_outside_the_bucket(s3: S3Bucket, tmp_path: Path) -> 
 def test_a_resume_in_another_process_still_gives_each_files_sha256(
     s3: S3Bucket, tmp_path: Path
 ) -> None:
-    """The running digest lives in the uploading process: a file continued by another one
-    (a crash, a kill) is read back once at completion, and its SHA-256 is still right."""
+    """The digest's state is in the checkpoint: a file continued by another process (a
+    crash, a kill) goes on hashing from it, without reading the object back."""
     source = make_db(tmp_path / "db.sqlite")
     common = dict(tables=["events"], format="csv", compression="gzip", part_rows=40,
                   sink_options=SINK)
     stop = StopAfter(4)
     first = egress.export(source, to=s3.url("p"), progress=stop, should_stop=stop, **common)
     assert first.interrupted
-    resume = (f"import egress; egress.export({source!r}, to={s3.url('p')!r}, resume=True, "
-              f"**{common!r})")
+    state = _open_file_state(tmp_path)
+    assert state["sha256_state"].split(":")[1] == str(sum(p["size"] for p in state["parts"]))
+    resume = ("import egress, logging; logging.basicConfig(level=logging.INFO); "
+              f"egress.export({source!r}, to={s3.url('p')!r}, resume=True, **{common!r})")
     done = subprocess.run([sys.executable, "-c", resume], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
+    assert "s3 upload completed" in done.stderr  # (the log is there to be read)
+    assert "reading back" not in done.stderr
     objects = s3.objects("p")
     [entry] = json.loads(objects["manifest.json"])["files"]
     assert entry["parts"] >= 5  # parts from both processes
@@ -365,8 +369,8 @@ def test_a_late_complete_of_an_earlier_upload_of_the_same_parts_is_ours(
         lost_race.setattr(S3Sink, "abort_orphaned_uploads", lambda *a, **k: 0)
         second_state, second_parts = _write(sink, "t.csv", chunks)  # the resume's upload
     sink.complete_file("t.csv", first_state, size, first_parts)  # the late complete
-    sha = sink.complete_file("t.csv", second_state, size, second_parts)
-    assert sha == hashlib.sha256(b"".join(chunks)).hexdigest()
+    sink.complete_file("t.csv", second_state, size, second_parts)
+    assert sink.sha256_of("t.csv") == hashlib.sha256(b"".join(chunks)).hexdigest()
     assert s3.objects("late") == {"t.csv": b"".join(chunks)}
     assert s3.uploads() == []  # the resume's own upload is aborted
     # (other bytes under the name stay someone else's: test_a_zombie_cannot_overwrite…)

@@ -40,7 +40,7 @@ def test_checkpoint_round_trip(key: tuple) -> None:
         open_file=OpenFile(
             index=3, name="t-00003.csv.gz", parts=parts, rows=13, size=107, crc32c=12345,
             first_key=key, sink_state={"upload_id": "u-1", "nested": [1, {"a": None}]},
-            closed=True, last=True,
+            sha256_state="ab" * 32 + ":107:" + "cd" * 43, closed=True, last=True,
         ),
         files=(
             FileRecord(name="t-00001.csv.gz", rows=5, size=50, crc32c=1, sha256="ab" * 32,

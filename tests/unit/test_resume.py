@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import sqlite3
@@ -45,7 +46,8 @@ def _checkpoint() -> Checkpoint:
                        parts=2, first_key=(1,), last_key=(100,))
     of = OpenFile(index=2, name="t-00002.csv", parts=parts, rows=40,
                   size=sum(map(len, DATA)), crc32c=google_crc32c.value(b"".join(DATA)),
-                  first_key=(101,), sink_state={"upload_id": "u"}, closed=True, last=True)
+                  first_key=(101,), sink_state={"upload_id": "u"},
+                  sha256_state="00" * 32 + f":{sum(map(len, DATA))}:", closed=True, last=True)
     return Checkpoint(cursor=(140,), rows=140, bytes=500 + of.size, open_file=of,
                       files=(first,), next_file_index=3)
 
@@ -59,6 +61,7 @@ def test_rewind_to_an_agreed_part_keeps_the_parts_before_it() -> None:
     assert of.crc32c == google_crc32c.value(DATA[0] + DATA[1])
     assert not of.closed and not of.last and of.sink_state == {"upload_id": "u"}
     assert of.next_part_number == 3 and cp.next_file_index == 3
+    assert of.sha256_state is None  # known after the last part only: the file is read back
 
 
 def test_rewind_with_nothing_agreed_restarts_the_file() -> None:
@@ -116,6 +119,8 @@ def test_a_local_staged_file_cut_short_is_repaired_on_resume(
     egress.export(source, ["t"], to=tmp_path / "out", resume=True, **opts)
     out, ref = tmp_path / "out" / "t.csv.gz", tmp_path / "ref" / "t.csv.gz"
     assert out.read_bytes() == ref.read_bytes()
+    [entry] = json.loads((tmp_path / "out" / "manifest.json").read_text())["files"]
+    assert entry["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()  # read back
 
 
 def test_verify_open_file_commits_the_rewound_checkpoint(tmp_path: Path) -> None:

@@ -92,6 +92,9 @@ class OpenFile:
     first_key: Key | None = None
     #: Opaque state of the sink for this file (an S3 upload id), persisted with the checkpoint.
     sink_state: dict[str, Any] = field(default_factory=dict)
+    #: The running SHA-256 of the committed parts (domain/sha256.py), carried like the
+    #: CRC32C so a resumed file goes on hashing; None when unknown (the file is read back).
+    sha256_state: str | None = None
     #: The footer is stored: only making the file final is left.
     closed: bool = False
     #: The table is exhausted: once this file is final the task is done.
@@ -111,6 +114,7 @@ class OpenFile:
             "crc32c": self.crc32c,
             "first_key": encode_key(self.first_key),
             "sink_state": self.sink_state,
+            "sha256_state": self.sha256_state,
             "closed": self.closed,
             "last": self.last,
         }
@@ -126,6 +130,7 @@ class OpenFile:
             crc32c=data["crc32c"],
             first_key=decode_key(data["first_key"]),
             sink_state=data.get("sink_state") or {},
+            sha256_state=data.get("sha256_state"),
             closed=data.get("closed", False),
             last=data.get("last", False),
         )

@@ -62,6 +62,9 @@ def rewind_open_file(cp: Checkpoint, agreed: int) -> Checkpoint:
         crc32c=crc32c_concat((p.crc32c, p.size) for p in kept),
         first_key=of.first_key,
         sink_state=of.sink_state,
+        # the digest state is kept for the last committed part only: the file is hashed
+        # from the sink when it is complete (a rewind is rare)
+        sha256_state=None,
     )
     return cp.evolve(
         cursor=kept[-1].last_key,

@@ -27,6 +27,7 @@ from typing import Any
 import google_crc32c
 import pyarrow as pa
 
+from egress.domain import sha256
 from egress.domain.checkpoint import Checkpoint, FileRecord, OpenFile, PartRecord, TaskSpec
 from egress.domain.keys import Key
 from egress.engine.naming import file_name
@@ -67,7 +68,7 @@ class _DrySink:
 
     def complete_file(
         self, name: str, state: dict[str, Any], size: int, parts: Sequence[PartRecord]
-    ) -> str | None:
+    ) -> None:
         return None
 
 
@@ -198,8 +199,8 @@ class Task:
 
     def planned(self, cp: Checkpoint, part: _Part) -> Checkpoint:
         """The checkpoint ``commit_part`` will reach, but for what the sink answers
-        (upload state, ETags, SHA-256) and the checksums: a dry run that stores and
-        commits nothing."""
+        (upload state, ETags) and the checksums (CRC32C, SHA-256): a dry run that stores
+        and commits nothing."""
         return self._commit_part(cp, part, _DRY, _no_commit)
 
     def _commit_part(
@@ -222,6 +223,7 @@ class Task:
             of = OpenFile(
                 index=next_index, name=name, first_key=part.first_key,
                 sink_state=sink.start_file(name),
+                sha256_state=sha256.START if sha256.available() else None,
             )
             next_index += 1
         closes = (
@@ -245,6 +247,7 @@ class Task:
                 last_key=part.last_key,
             )
             parts = (*parts, record)
+        digest = None if sink is _DRY else _extend_sha256(of, data)
         # else: the table ended right after the last stored part and the format has no
         # footer: close the file without an empty part (S3 refuses those)
         of = OpenFile(
@@ -256,6 +259,7 @@ class Task:
             crc32c=of.crc32c if sink is _DRY else google_crc32c.extend(of.crc32c, data),
             first_key=of.first_key if of.first_key is not None else part.first_key,
             sink_state=of.sink_state,
+            sha256_state=digest,
             closed=closes,
             last=part.exhausted,
         )
@@ -280,15 +284,30 @@ class Task:
         assert of is not None and of.closed
         if sink is not _DRY:
             self.fence()
-        sha256 = sink.complete_file(of.name, of.sink_state, of.size, parts=of.parts)
+        sink.complete_file(of.name, of.sink_state, of.size, parts=of.parts)
+        digest: str | None = None
+        if sink is not _DRY:
+            state = of.sha256_state
+            if state is not None and sha256.covered(state) == of.size:
+                digest = sha256.hexdigest(state)
+            else:  # a checkpoint without the digest's state (a rewind): hash the file
+                digest = self.sink.sha256_of(of.name)
         record = FileRecord(
-            name=of.name, rows=of.rows, size=of.size, crc32c=of.crc32c, sha256=sha256,
+            name=of.name, rows=of.rows, size=of.size, crc32c=of.crc32c, sha256=digest,
             parts=len(of.parts), first_key=of.first_key,
             last_key=cp.cursor if of.rows else None,
         )
         new = cp.evolve(open_file=None, files=(*cp.files, record), done=of.last)
         commit(new)
         return new
+
+
+def _extend_sha256(of: OpenFile, data: bytes) -> str | None:
+    """The file's digest state after ``data`` is appended at ``of.size`` (None: unknown)."""
+    state = of.sha256_state
+    if state is None or sha256.covered(state) != of.size:
+        return None
+    return sha256.extend(state, data)
 
 
 def run_slice(task: Task, checkpoint: Checkpoint, deadline: float) -> Checkpoint:

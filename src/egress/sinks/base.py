@@ -42,9 +42,14 @@ class Sink(Protocol):
 
     def complete_file(
         self, name: str, state: dict[str, Any], size: int, parts: Sequence[PartRecord]
-    ) -> str | None:
-        """Make the file final under ``name`` from the checkpoint's ``parts``; idempotent.
-        Returns its SHA-256 if known (S3: None, the manifest carries the CRC32C)."""
+    ) -> None:
+        """Make the file final under ``name`` from the checkpoint's ``parts``; idempotent."""
+        ...
+
+    def sha256_of(self, name: str) -> str:
+        """The SHA-256 (hex) of the final file, read back: only for a file whose
+        checkpoint lost its running digest (a rewind), since the engine hashes the parts
+        as they are stored (domain/sha256.py)."""
         ...
 
     def verify_parts(self, name: str, state: dict[str, Any], parts: Sequence[PartRecord]) -> int:

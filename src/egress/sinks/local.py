@@ -14,8 +14,6 @@ import hashlib
 import os
 import secrets
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +23,6 @@ from egress.exceptions import SinkError
 from egress.sinks.oserrors import destination_error, writing
 
 STAGING = Path(".egress") / "staging"
-
-
-@dataclass
-class _Digest:
-    """The SHA-256 of the bytes this sink wrote to a staged file from offset 0 on, each
-    exactly once and in order, updated on a thread of its own (hashlib releases the GIL)
-    so the final file need not be read again."""
-
-    hasher: hashlib._Hash
-    size: int
-    pending: Future[None] | None = None
 
 
 class LocalSink:
@@ -57,8 +44,6 @@ class LocalSink:
             raise destination_error(exc, f"output directory {self.root} is not writable") from exc
         if not os.access(self.root, os.W_OK):
             raise SinkError(f"output directory {self.root} is not writable")
-        self._digests: dict[str, _Digest] = {}
-        self._hashing: ThreadPoolExecutor | None = None
 
     def path(self, name: str) -> Path:
         """The final path of ``name``, which must stay inside the root."""
@@ -107,14 +92,13 @@ class LocalSink:
                     os.posix_fadvise(fd, offset, len(data), os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
-            self._hash(name, offset, data)
         except OSError as exc:
             raise destination_error(exc, f"cannot write {staged}") from exc
         return None
 
     def complete_file(
         self, name: str, state: dict[str, Any], size: int, parts: Sequence[PartRecord] = ()
-    ) -> str | None:
+    ) -> None:
         staged, final = self._staged(name), self.path(name)
         if staged.exists():
             actual = staged.stat().st_size
@@ -129,27 +113,12 @@ class LocalSink:
                 os.replace(staged, final)
         elif not final.exists() or final.stat().st_size != size:
             raise SinkError(f"neither a staged nor a final file for {name!r} of {size} bytes")
-        digest = self._digests.pop(name, None)
-        if digest is not None and digest.size == size:
-            if digest.pending is not None:
-                digest.pending.result()
-            return digest.hasher.hexdigest()
-        return sha256_file(final)  # written (in part) by another process: read it back
 
-    def _hash(self, name: str, offset: int, data: bytes) -> None:
-        """Extend the running digest of ``name`` with a part written at ``offset``; a part
-        anywhere but right after the hashed bytes (a resume, a rewrite) drops it."""
-        digest = self._digests.get(name)
-        if offset == 0:
-            digest = self._digests[name] = _Digest(hashlib.sha256(), 0)
-        elif digest is None or digest.size != offset:
-            self._digests.pop(name, None)
-            return
-        if self._hashing is None:
-            self._hashing = ThreadPoolExecutor(1, thread_name_prefix="egress-sha256")
-        digest.size += len(data)
-        # one thread, so updates run in the order of the parts
-        digest.pending = self._hashing.submit(digest.hasher.update, data)
+    def sha256_of(self, name: str) -> str:
+        try:
+            return sha256_file(self.path(name))
+        except OSError as exc:
+            raise destination_error(exc, f"cannot read {self.path(name)}") from exc
 
     def verify_parts(self, name: str, state: dict[str, Any], parts: Sequence[PartRecord]) -> int:
         """Parts that fit in the staged file (sizes only: re-reading it every slice would
@@ -167,7 +136,6 @@ class LocalSink:
         return agreed
 
     def abort_file(self, name: str, state: dict[str, Any]) -> None:
-        self._digests.pop(name, None)
         staged = self._staged(name)
         with writing(staged, "remove"):
             staged.unlink(missing_ok=True)

@@ -9,9 +9,10 @@ The checkpoint protocol maps onto multipart uploads one to one (docs/design.md, 
 - ``complete_file`` → CompleteMultipartUpload with the (number, ETag) list from the
   checkpoint and ``If-None-Match: *``: a finished object is never overwritten (a late
   zombie gets PreconditionFailed). A retried complete that finds the object already
-  there checks the token: the object is ours → done, idempotently. It returns the
-  object's SHA-256: from the running digest of the parts this process uploaded in order
-  (sinks/digests.py), else by reading the object back once (a resumed upload).
+  there checks the token: the object is ours → done, idempotently. S3 keeps no SHA-256
+  of a multipart object: the engine carries the file's running digest in the checkpoint
+  (domain/sha256.py); ``sha256_of`` reads the object back for the rare file whose
+  checkpoint lost it (a rewind).
 - ``verify_parts`` → ListParts against the checkpoint on resume; the engine rewinds to
   the last agreed part when they differ (engine/resume.py).
 
@@ -42,7 +43,6 @@ from egress.domain.checkpoint import PartRecord
 from egress.domain.crc import crc32c_base64, crc32c_concat
 from egress.domain.filenames import safe_base_name
 from egress.exceptions import ConfigError, SinkError, SinkUnavailableError
-from egress.sinks.digests import RunningDigests, sha256_of
 from egress.sinks.s3_client import (
     CHECKSUM_MODES,
     content_type,
@@ -54,8 +54,6 @@ from egress.sinks.s3_client import (
 )
 
 log = logging.getLogger(__name__)
-#: SHA-256 of the uploads in progress in this process, across slices and sink objects
-DIGESTS = RunningDigests()
 #: Bytes per read when an object is read back to hash it.
 READ_BACK_CHUNK = 8 * 1024 * 1024
 
@@ -258,7 +256,6 @@ class S3Sink:
                 "resuming restarts the file"
             ) from exc
         etag = resp["ETag"]
-        DIGESTS.add((self.bucket, key, state["upload_id"]), offset, data)
         log.debug(
             "s3 part stored key=%s part=%d size=%d etag=%s",
             key, number, len(data), etag_value(etag),
@@ -268,9 +265,8 @@ class S3Sink:
 
     def complete_file(
         self, name: str, state: dict[str, Any], size: int, parts: Sequence[PartRecord] = ()
-    ) -> str | None:
-        """CompleteMultipartUpload; idempotent. Returns the object's SHA-256 (S3 keeps none
-        for a multipart object): the running digest, else read back from the object."""
+    ) -> None:
+        """CompleteMultipartUpload; idempotent."""
         key = state["key"]
         if sum(p.size for p in parts) != size or not parts:
             raise SinkError(
@@ -308,7 +304,7 @@ class S3Sink:
                 log.info("s3 upload was already completed key=%s", key, extra={"key": key})
                 if not self._completed_by_us(key, state, size):  # by an earlier upload
                     self.abort_file(name, state)
-                return self._sha256(key, state, size)
+                return
             if error_code(exc) == "NoSuchUpload":
                 raise SinkUnavailableError(
                     f"the upload of s3://{self.bucket}/{key} no longer exists and the object is "
@@ -321,20 +317,18 @@ class S3Sink:
             ) from exc
         log.info("s3 upload completed key=%s size=%d parts=%d", key, size, len(parts),
                  extra={"key": key, "size": size})
-        return self._sha256(key, state, size)
 
-    def _sha256(self, key: str, state: dict[str, Any], size: int) -> str:
-        running = DIGESTS.take((self.bucket, key, state["upload_id"]), size)
-        if running is not None:
-            return running
-        # parts uploaded by another process (a resume): read the object back, once
-        log.info("s3 reading back to hash key=%s size=%d", key, size,
-                 extra={"key": key, "size": size})
+    def sha256_of(self, name: str) -> str:
+        key = self.key(name)
+        log.info("s3 reading back to hash key=%s", key, extra={"key": key})
         body = self._call("get_object", key, Key=key)["Body"]
+        digest = hashlib.sha256()
         try:
-            return sha256_of(iter(lambda: body.read(READ_BACK_CHUNK), b""))
+            while chunk := body.read(READ_BACK_CHUNK):
+                digest.update(chunk)
         finally:
             body.close()
+        return digest.hexdigest()
 
     def abort_file(self, name: str, state: dict[str, Any]) -> None:
         if not state.get("upload_id"):
