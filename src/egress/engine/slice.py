@@ -247,9 +247,9 @@ class Task:
                 last_key=part.last_key,
             )
             parts = (*parts, record)
-        digest = None if sink is _DRY else _extend_sha256(of, data)
         # else: the table ended right after the last stored part and the format has no
         # footer: close the file without an empty part (S3 refuses those)
+        digest = None if sink is _DRY else _extend_sha256(of, data)
         of = OpenFile(
             index=of.index,
             name=of.name,
