@@ -16,6 +16,7 @@ the finished file back.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import hashlib
@@ -53,10 +54,8 @@ class _Ctx(ctypes.Structure):
 def _candidates() -> list[str]:
     """libcrypto as hashlib loaded it (its path in /proc/self/maps), then by name."""
     names: list[str] = []
-    try:
+    with contextlib.suppress(ImportError):  # a Python built without OpenSSL
         import _hashlib  # noqa: F401  # loads hashlib's libcrypto into this process
-    except ImportError:  # a Python built without OpenSSL
-        pass
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
