@@ -58,3 +58,16 @@ def test_a_resumed_local_file_is_hashed_from_the_checkpoint(
     for f in files:
         data = (tmp_path / "out" / f["name"]).read_bytes()
         assert f["sha256"] == hashlib.sha256(data).hexdigest(), f["name"]
+
+
+def test_without_libcrypto_each_file_is_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("egress.domain.sha256.available", lambda: False)
+    source = _db(tmp_path / "db.sqlite")
+    egress.export(source, ["t"], to=tmp_path / "out", format="csv", part_rows=50,
+                  max_file_size=20_000, fsync=False)
+    files = json.loads((tmp_path / "out" / "manifest.json").read_text())["files"]
+    for f in files:
+        data = (tmp_path / "out" / f["name"]).read_bytes()
+        assert f["sha256"] == hashlib.sha256(data).hexdigest(), f["name"]
