@@ -117,7 +117,8 @@ def test_a_delivery_gives_up_when_the_schedule_runs_out(
     drain(dispatcher, sqlite_store, export.id)
     done = only_delivery(sqlite_store, export)
     attempts = sqlite_store.delivery_attempt_list("p", export.id)
-    assert done.state is DeliveryState.FAILED and done.attempts == len(attempts) >= 3
+    # at least two (four on a quiet machine; an attempt took 0.9 s on a loaded one)
+    assert done.state is DeliveryState.FAILED and done.attempts == len(attempts) >= 2
     assert len(receiver.requests) == done.attempts
     assert done.last_error == "receiver answered HTTP 500"
     # Every attempt was due within the limit (it begins when the drain loop, which polls
@@ -326,7 +327,9 @@ def test_two_dispatchers_send_each_event_once(
 ):
     receiver.script = [("sleep", 0.05, 200)] * 20
     exports = [ended_export(store, receiver.url()) for _ in range(12)]
-    settings = make_settings(concurrency=3)
+    # a lease far longer than an attempt even on a loaded machine: a send that outlives
+    # its lease is sent again by design (at least once), which is not what this tests
+    settings = make_settings(concurrency=3, lease_seconds=30.0)
     dispatchers = [Dispatcher(store, settings, name=f"w{i}") for i in range(2)]
     start = threading.Barrier(2)
 
