@@ -22,9 +22,9 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from apiharness import LiveServer, Tokens, make_settings
-from egress.api.app import create_app
 from egress.cli.demo_data import build_demo_db
 from egress.store.sql import SqlJobStore
+from egress.web import create_site
 
 CHROMIUM = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -125,7 +125,7 @@ def web(tmp_path: Path, demo_db: Path, store_template: Path, browser: Browser
     tokens.make("alpha", "admin", label="alpha")
     tokens.make("alpha", "exports:read", label="reader")
     tokens.make("beta", "admin", label="beta")
-    app = create_app(settings, store, run_worker=True)
+    app = create_site(settings, store, run_worker=True)
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(LiveServer(app))
         client = stack.enter_context(httpx.Client(base_url=server.url, timeout=30))

@@ -43,7 +43,6 @@ from egress.home import ensure_home
 from egress.ratelimit import RateLimiter
 from egress.redact import install_log_redaction
 from egress.store.base import JobStore
-from egress.web import install_web
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +260,6 @@ def create_app(
     install_log_redaction()  # presigned URLs are signed here: keep botocore's DEBUG clean
     install_error_handlers(app)
     _include_routers(app)
-    install_web(app)  # the web page at / (egress.web)
     install_api_docs(app)
 
     def openapi() -> dict[str, Any]:

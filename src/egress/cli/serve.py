@@ -25,16 +25,16 @@ def serve(home: str | None, host: str, port: int, no_worker: bool, log_level: st
 
     import uvicorn
 
-    from egress.api.app import create_app
     from egress.api.server import Server
     from egress.config import load_settings
     from egress.logs import setup_logging
+    from egress.web import create_site
 
     setup_logging(log_level)
     settings = load_settings(home)
     store = open_store(settings)
     try:
-        app = create_app(settings, store, run_worker=not no_worker)
+        app = create_site(settings, store, run_worker=not no_worker)
         # log_config=None: keep the handlers set up above (one line per event)
         config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
                                 log_level=log_level.lower(), proxy_headers=True)

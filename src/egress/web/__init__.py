@@ -7,6 +7,9 @@ asset inside the package (works offline). See docs/web.md.
     pages.py      sign in/out, list, detail, actions, downloads
     newexport.py  the new-export form (catalog, dry-run estimate, create)
     live.py       server-sent events for the pages (one stream per page)
+
+The web sits above the API (it uses its auth, schemas and errors), so the app as served is
+composed here: ``create_site`` is the API plus the pages.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+
+from egress.api.app import create_app
+from egress.config import Settings
+from egress.store.base import JobStore
 
 STATIC_URL = "/static"
 
@@ -30,3 +37,12 @@ def install_web(app: FastAPI) -> None:
     # /exports/new before /exports/{export_id}
     for router in (newexport.router, live.router, pages.router):
         app.include_router(router)
+
+
+def create_site(
+    settings: Settings, store: JobStore | None = None, *, run_worker: bool = False
+) -> FastAPI:
+    """The app ``egress serve`` runs: the HTTP API (``create_app``) with the web page."""
+    app = create_app(settings, store, run_worker=run_worker)
+    install_web(app)
+    return app

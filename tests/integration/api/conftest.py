@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from apiharness import Api, LiveServer, Tokens, make_settings
-from egress.api.app import create_app
 from egress.config import Settings
 from egress.store.sql import SqlJobStore
+from egress.web import create_site
 from jobsharness import make_events_db
 from pgserver import PgServer
 
@@ -105,7 +105,7 @@ def make_api(settings: Settings, store: SqlJobStore, tokens: Tokens) -> Iterator
 
         def make(run_worker: bool = False, **api: Any) -> Api:
             s = replace(settings, api=replace(settings.api, **api)) if api else settings
-            app = create_app(s, store, run_worker=run_worker)
+            app = create_site(s, store, run_worker=run_worker)
             server = stack.enter_context(LiveServer(app))
             client = stack.enter_context(httpx.Client(base_url=server.url, timeout=30))
             return Api(client, tokens["alpha"], app)

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from apiharness import LiveServer, Tokens, auth, make_settings
-from egress.api.app import create_app
 from egress.domain.access import hash_token
 from egress.store.sql import SqlJobStore
+from egress.web import create_site
 from egress.web.session import COOKIE, Session, encode_session, session_key
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
@@ -52,7 +52,7 @@ def site(tmp_path: Path, sqlite_store_url: str, source_db: Path) -> Iterator[Sit
     tokens.make("alpha", "admin", label="alpha")
     tokens.make("alpha", "exports:read", label="reader")
     tokens.make("beta", "admin", label="beta")
-    app = create_app(settings, store)  # no worker: exports stay queued
+    app = create_site(settings, store)  # no worker: exports stay queued
     with LiveServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
         yield Site(client, tokens, store, session_key(app.state.link_key))
     store.close()
