@@ -76,12 +76,13 @@ def parse_form(data: dict[str, list[str]]) -> tuple[NewExportForm, dict[str, str
 def request_body(form: NewExportForm) -> ExportCreate:
     tables: list[Any] = [{"name": t, "columns": form.columns[t]} if t in form.columns else t
                          for t in form.tables]
-    return ExportCreate(
-        source=form.source, tables=tables or None, format=form.format,  # type: ignore[arg-type]
-        compression=form.compression,  # type: ignore[arg-type]
-        destination=form.destination or "local",
-        max_file_size=int(form.max_file_mib) * MIB if form.max_file_mib else None,
-        callback_url=form.callback_url or None)
+    # validated like an API request body: a format or compression not offered is a
+    # ValidationError shown next to its field
+    return ExportCreate.model_validate({
+        "source": form.source, "tables": tables or None, "format": form.format,
+        "compression": form.compression, "destination": form.destination or "local",
+        "max_file_size": int(form.max_file_mib) * MIB if form.max_file_mib else None,
+        "callback_url": form.callback_url or None})
 
 
 def field_of(message: str) -> str:
