@@ -113,6 +113,30 @@ class ExportDefaults:
 
 
 @dataclass(frozen=True)
+class RemoteSettings:
+    """Remote engines (Trino): submitted once, polled from the job store (docs/trino.md)."""
+
+    #: Delays between polls of a submitted query, in order; the last repeats. Seconds.
+    poll_delays: tuple[float, ...] = (2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 89.0, 90.0)
+    #: Most due tasks one poll pass takes, and the threads it polls them with.
+    poll_batch: int = 100
+    poll_threads: int = 8
+    #: How often a worker looks for due polls (seconds).
+    poll_pass_seconds: float = 0.5
+    #: A taken task is not due for anyone else for this long (a poller that died).
+    poll_hold_seconds: float = 60.0
+    #: A claimed remote task that was never submitted is put back after this long.
+    claimed_reset_seconds: float = 600.0
+    #: A submitted task not polled for this long is looked up by its query id.
+    unpolled_lookup_seconds: float = 1800.0
+    #: The first call of a task (a cold resource group may not answer): its timeout,
+    #: the retries after a timeout, and the wait between them.
+    first_call_timeout: float = 30.0
+    first_call_retries: int = 2
+    first_call_wait: float = 5.0
+
+
+@dataclass(frozen=True)
 class ApiSettings:
     """The HTTP API (``egress serve``); ``[api]`` in egress.toml, ``EGRESS_API_<SETTING>``."""
 
@@ -187,6 +211,7 @@ class Settings:
     export: ExportDefaults = field(default_factory=ExportDefaults)
     api: ApiSettings = field(default_factory=ApiSettings)
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)
+    remote: RemoteSettings = field(default_factory=RemoteSettings)
     #: Whether API callers / `jobs create` may name a source by URL instead of by name.
     allow_source_urls: bool = True
 
@@ -257,6 +282,21 @@ def _check_webhooks(ws: WebhookSettings) -> WebhookSettings:
     return ws
 
 
+def _with_password(url: str, password: str | None) -> str:
+    """A source's ``password`` setting (kept apart from its URL in egress.toml) put into
+    the URL, where the source reads it and every display masks it."""
+    if not password or "://" not in url:
+        return url
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password or not parts.username:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    netloc = f"{parts.username}:{quote(password, safe='')}@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def load_settings(
     home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> Settings:
@@ -273,7 +313,8 @@ def load_settings(
     store_url = env.get("EGRESS_STORE_URL") or data.get("store", {}).get("url")
     store_url = store_url or f"sqlite:///{home_path / 'egress.db'}"
 
-    sources = {name: cfg["url"] for name, cfg in data.get("sources", {}).items() if "url" in cfg}
+    sources = {name: _with_password(cfg["url"], cfg.get("password"))
+               for name, cfg in data.get("sources", {}).items() if "url" in cfg}
     for key, value in env.items():
         if key.startswith("EGRESS_SOURCE_") and key.endswith("_URL"):
             sources[key[len("EGRESS_SOURCE_") : -len("_URL")].lower()] = value
@@ -285,6 +326,7 @@ def load_settings(
     export_values = dict(data.get("export", {}))
     api_values = dict(data.get("api", {}))
     webhook_values = dict(data.get("webhooks", {}))
+    remote_values = dict(data.get("remote", {}))
     for key, value in env.items():
         if key.startswith("EGRESS_WORKER_"):
             worker_values[key[len("EGRESS_WORKER_") :].lower()] = value
@@ -294,6 +336,8 @@ def load_settings(
             api_values[key[len("EGRESS_API_") :].lower()] = value
         elif key.startswith("EGRESS_WEBHOOKS_"):
             webhook_values[key[len("EGRESS_WEBHOOKS_") :].lower()] = value
+        elif key.startswith("EGRESS_REMOTE_"):
+            remote_values[key[len("EGRESS_REMOTE_") :].lower()] = value
 
     return Settings(
         home=home_path,
@@ -304,5 +348,6 @@ def load_settings(
         export=_coerce(ExportDefaults, export_values, "export"),
         api=_coerce(ApiSettings, api_values, "api"),
         webhooks=_check_webhooks(_coerce(WebhookSettings, webhook_values, "webhooks")),
+        remote=_coerce(RemoteSettings, remote_values, "remote"),
         allow_source_urls=bool(data.get("allow_source_urls", True)),
     )

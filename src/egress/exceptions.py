@@ -99,6 +99,21 @@ class DataError(SourceError):
     """A value that cannot be represented in the type its column declares."""
 
 
+class EngineQueryError(SourceError):
+    """A remote engine (Trino) failed the query: its ``errorName`` and message."""
+
+    def __init__(self, name: str, message: str, error_type: str | None = None) -> None:
+        self.name, self.message, self.error_type = name, message, error_type
+        super().__init__(f"the engine failed the query: {name}: {message}")
+        # the engine's own verdict: out of resources now, perhaps not later
+        self.transient = error_type == "INSUFFICIENT_RESOURCES"
+
+
+class ResultGoneError(SourceError):
+    """The engine no longer holds a query's result at the URI egress kept (expired,
+    abandoned, or already read past): that output starts over from nothing."""
+
+
 class ValueTooLargeError(SourceError):
     """A value, or the rows of one part, larger than the limit set for one export
     (permanent: the same row is as large next time)."""

@@ -45,7 +45,7 @@ class FileView:
     path: str
     rows: int
     bytes: int
-    crc32c: str
+    crc32c: str | None
     sha256: str | None
 
 
@@ -150,7 +150,8 @@ def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> Ex
     files = tuple(
         FileView(table=task.table, name=f["name"],
                  path=str(local_root / f["name"]) if local_root else f["name"],
-                 rows=f["rows"], bytes=f["size"], crc32c=f"{f['crc32c']:08x}",
+                 rows=f["rows"], bytes=f["size"],
+                 crc32c=None if f["crc32c"] is None else f"{f['crc32c']:08x}",
                  sha256=f["sha256"])
         for task in ([] if export.outputs_removed else tasks)
         for f in (task.checkpoint or {}).get("files", []))

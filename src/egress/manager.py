@@ -26,7 +26,7 @@ from egress.formats import check_format, get_compression
 from egress.sinks import sink_from_destination
 from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
-from egress.sources import open_source
+from egress.sources import is_remote, open_source
 from egress.sources.base import Source, TableInfo
 from egress.sources.query import Query, check_query
 from egress.store.base import JobStore
@@ -35,6 +35,9 @@ DEFAULT_PROJECT = "default"
 _PROJECT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 #: Options an export request may carry, with what they mean.
 EXPORT_OPTIONS = {
+    "role": "remote engines: the role the engine runs the export's queries as (required)",
+    "client_tags": "remote engines: client tags sent with the queries (besides egress-export)",
+    "mode": "remote engines: direct (egress writes the result) or unload (the engine does)",
     "delimiter": "CSV field delimiter (one character)",
     "max_file_size": "start a new numbered file above this many bytes",
     "part_size": "target bytes per part",
@@ -85,6 +88,7 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"export option {key} must be a positive integer, got {value!r}")
     checked = dict(options)
+    _check_remote_options(checked)
     if "query" in checked:
         wanted = checked["query"] if isinstance(checked["query"], dict) else {}
         if "select" in checked:
@@ -93,6 +97,27 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
         checked["query"] = check_query(wanted.get("sql"), wanted.get("key"),
                                        wanted.get("name")).to_json()
     return checked
+
+
+_ROLE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127}")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/-]{0,63}")
+REMOTE_OPTIONS = ("role", "client_tags", "mode")
+
+
+def _check_remote_options(options: dict[str, Any]) -> None:
+    role = options.get("role")
+    if role is not None and not (isinstance(role, str) and _ROLE.fullmatch(role)):
+        raise ConfigError("role must be a role name: letters, digits, _ . @ - (at most 128)")
+    tags = options.get("client_tags")
+    if tags is not None:
+        if (not isinstance(tags, list | tuple) or len(tags) > 20
+                or not all(isinstance(t, str) and _TAG.fullmatch(t) for t in tags)):
+            raise ConfigError("client_tags must be a list of at most 20 tags, each letters, "
+                              "digits and _ . : @ / - (no commas)")
+        options["client_tags"] = list(tags)
+    mode = options.get("mode")
+    if mode is not None and mode not in ("direct", "unload"):
+        raise ConfigError(f"mode must be direct or unload, got {mode!r}")
 
 
 def _check_select(select: Any, infos: list[TableInfo]) -> dict[str, Any]:
@@ -149,7 +174,17 @@ def create_export(
     query = Query.from_json(options["query"]) if "query" in options else None
     if query is not None and (request.tables or request.all_tables):
         raise ConfigError("give either tables or a query, not both")
+    remote = is_remote(url)
+    given = [k for k in REMOTE_OPTIONS if options.get(k) is not None]
+    if given and not remote:
+        raise ConfigError(f"{', '.join(given)} apply to remote engines (trino://…) only")
+    if options.get("mode") == "unload" and (request.format, request.compression) != (
+            "parquet", "none"):
+        raise ConfigError("mode unload: the engine writes Parquet (Snappy) itself; ask for "
+                          "format parquet without compression")
     source = open_export_source(settings, url, query)
+    if remote:  # the catalog is read as the export's role
+        source.role = options.get("role")  # type: ignore[attr-defined]  # remote sources
     try:
         if query is not None:
             tables = [query.name]
@@ -164,6 +199,9 @@ def create_export(
         source.close()
     if "select" in options:
         options["select"] = _check_select(options["select"], infos)
+        if remote and any(v.get("filters") for v in options["select"].values()):
+            raise ConfigError("filters are not supported on a remote engine: export a query "
+                              "with a WHERE clause instead")
     export_id = new_id("exp")
     export = ExportRecord(
         id=export_id,
@@ -191,6 +229,7 @@ def create_export(
             state=TaskState.QUEUED,
             rows_estimate=info.row_estimate,
             max_attempts=settings.worker.max_attempts,
+            remote_mode=(options.get("mode") or "direct") if remote else None,
         )
         for i, info in enumerate(infos)
     ]

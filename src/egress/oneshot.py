@@ -32,7 +32,13 @@ from egress.engine.naming import STATE_DIR
 from egress.engine.plan import DEFAULT_PART_SIZE, fit_part_budget, plan_task
 from egress.engine.sizes import MAX_VALUE_BYTES, SizeLimits
 from egress.engine.slice import Task, run_slice
-from egress.exceptions import ConfigError, EgressError, ResumeMismatchError, SinkError
+from egress.exceptions import (
+    ConfigError,
+    EgressError,
+    ResultGoneError,
+    ResumeMismatchError,
+    SinkError,
+)
 from egress.formats import check_format, get_compression
 from egress.leftovers import Leftovers
 from egress.redact import redact_url, without_password
@@ -40,7 +46,7 @@ from egress.sinks import is_local, open_sink
 from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
 from egress.sinks.oserrors import writing
-from egress.sources import open_source
+from egress.sources import is_remote, open_source
 from egress.sources.base import Source
 from egress.sources.query import Query, check_query
 
@@ -127,6 +133,8 @@ def export(
     name: str | None = None,
     query_timeout: float = 300.0,
     max_value_bytes: int = MAX_VALUE_BYTES,
+    role: str | None = None,
+    client_tags: Sequence[str] = (),
 ) -> ExportResult:
     """Export ``tables`` (or every table with ``all_tables``) of the database at the
     SQLAlchemy-style URL ``source`` into the directory or ``s3://bucket/prefix`` ``to``.
@@ -144,6 +152,9 @@ def export(
 
     A row holding a text or binary value above ``max_value_bytes`` stops the export with
     an error naming its table, column and key, before it is encoded.
+
+    A remote engine (``trino://…``) runs the queries as ``role`` (required), with
+    ``client_tags``; its result is streamed in this process (docs/trino.md).
     """
     check_format(format)
     get_compression(compression)
@@ -170,7 +181,8 @@ def export(
                        max_file_size=max_file_size, part_size=part_size, part_rows=part_rows,
                        slice_seconds=slice_seconds, resume=resume, options=options,
                        progress=progress, stop=stop, query_timeout=query_timeout,
-                       limits=SizeLimits(max_value_bytes=max_value_bytes))
+                       limits=SizeLimits(max_value_bytes=max_value_bytes),
+                       remote=(role, tuple(client_tags)))
     except BaseException:
         # a run that committed nothing leaves nothing; otherwise --resume continues it
         made.remove_if_unused(
@@ -198,6 +210,7 @@ def _export(
     stop: Callable[[], bool],
     query_timeout: float,
     limits: SizeLimits,
+    remote: tuple[str | None, tuple[str, ...]] = (None, ()),
 ) -> ExportResult:
     tables = names
     out = sink.root if isinstance(sink, LocalSink) else sink.location
@@ -218,7 +231,16 @@ def _export(
     if resume and not state.exists():
         raise ConfigError(f"nothing to resume in {where}: no checkpoint found in {state.dir}")
 
+    role, client_tags = remote
+    if is_remote(source):
+        if not role:
+            raise ConfigError("missing role: an export from a remote engine runs with the role "
+                              "you name (--role ROLE)")
+    elif role or client_tags:
+        raise ConfigError("--role and --client-tag apply to remote engines (trino://…) only")
     src = open_source(source, checked, query_timeout)
+    if role:
+        src.role, src.tags = role, client_tags  # type: ignore[attr-defined]  # remote sources
     try:
         names = list(src.tables()) if all_tables or checked else list(dict.fromkeys(tables or ()))
         infos = {name: src.describe(name) for name in names}
@@ -258,8 +280,17 @@ def _export(
             spec = TaskSpec.from_json(entry["spec"])
             cp = Checkpoint.from_json(entry["checkpoint"])
             try:
-                cp = _run_table(src, sink, state, spec, info, cp, slice_seconds, stop, progress,
-                                limits)
+                try:
+                    cp = _run_table(src, sink, state, spec, info, cp, slice_seconds, stop,
+                                    progress, limits)
+                except ResultGoneError as exc:
+                    # the engine no longer holds the result where the checkpoint stopped:
+                    # this table starts over from nothing, never half of each run
+                    log.warning("result lost on the engine; the table starts over",
+                                extra={"table": name, "error": str(exc)})
+                    cp = _discard_table(sink, state, spec.table, cp)
+                    cp = _run_table(src, sink, state, spec, info, cp, slice_seconds, stop,
+                                    progress, limits)
             except SinkError as exc:
                 if not exc.transient:  # e.g. access denied: leave no upload behind
                     _abort_open_files(sink, state)
@@ -280,6 +311,17 @@ def _export(
         return ExportResult(out, False, manifest)
     finally:
         src.close()
+
+
+def _discard_table(sink: Sink, state: _StateFile, table: str, cp: Checkpoint) -> Checkpoint:
+    if cp.open_file is not None:
+        sink.abort_file(cp.open_file.name, cp.open_file.sink_state)
+    for f in cp.files:
+        sink.delete(f.name)
+    fresh = Checkpoint()
+    state.data["tasks"][table]["checkpoint"] = fresh.to_json()
+    state.save()
+    return fresh
 
 
 def _run_table(

@@ -51,7 +51,7 @@ def test_an_overdue_export_is_failed_with_its_queued_tasks(settings: Settings,
     assert report.overdue == 1
     failed = store.export_get("p", export.id)
     assert failed is not None and failed.state is ExportState.FAILED
-    assert "did not finish within its maximum duration" in (failed.error or "")
+    assert "exceeded maximum duration (0.5s)" in (failed.error or "")
     assert {t.state for t in store.task_list(export.id)} == {TaskState.CANCELLED}
     assert reconcile_once(store, quick).overdue == 0  # once only
 

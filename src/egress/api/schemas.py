@@ -117,6 +117,18 @@ class ExportCreate(_Request):
     callback_url: str | None = Field(
         default=None, max_length=2048,
         description="Webhook URL notified when the export ends (https).")
+    role: str | None = Field(
+        default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$",
+        description="Remote engines (Trino): the role the engine runs the export as "
+                    "(X-Trino-Role). Required for them: without it the export fails.")
+    client_tags: list[str] | None = Field(
+        default=None, max_length=20,
+        description="Remote engines: client tags sent with the export's queries "
+                    "(X-Trino-Client-Tags), besides egress-export.")
+    mode: Literal["direct", "unload"] | None = Field(
+        default=None,
+        description="Remote engines: `direct` (default; egress writes the result) or "
+                    "`unload` (Starburst's system.unload writes Parquet itself).")
 
 
 class PlannedTable(BaseModel):
@@ -151,7 +163,8 @@ class FilePublic(BaseModel):
     name: str
     rows: int
     bytes: int
-    crc32c: str = Field(description="CRC32C of the whole file, 8 hex digits.")
+    crc32c: str | None = Field(description="CRC32C of the whole file, 8 hex digits "
+                               "(none for a file a remote engine wrote itself).")
     sha256: str | None = Field(description="SHA-256 (hex) of the file as stored.")
     download_url: str
 

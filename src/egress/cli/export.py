@@ -54,6 +54,9 @@ class ExportArgs:
     query: str | None = None
     key: tuple[str, ...] = ()
     name: str | None = None
+    #: remote engines (trino://): the role, and client tags besides egress-export
+    role: str | None = None
+    client_tags: tuple[str, ...] = ()
 
     def resume_argv(self, program: list[str]) -> list[str]:
         """The command that continues this export: the same options plus ``--resume``."""
@@ -69,6 +72,10 @@ class ExportArgs:
             if self.name is not None:
                 argv += ["--name", self.name]
         argv += ["--format", self.format, "--out", self.out]
+        if self.role is not None:
+            argv += ["--role", self.role]
+        for tag in self.client_tags:
+            argv += ["--client-tag", tag]
         if self.compression != "none":
             argv += ["--compression", self.compression]
         if self.max_file_size is not None:
@@ -145,7 +152,7 @@ def run_export(
     if "://" not in args.source:
         raise ConfigError(
             f"--source must be a URL such as sqlite:///{args.source} or "
-            "postgresql://user@host:5432/dbname"
+            "postgresql://user@host:5432/dbname (or trino://user@host:8080/catalog/schema)"
         )
     options = dict(args.options)
     if args.delimiter is not None:
@@ -229,6 +236,8 @@ def _export(
         query=args.query,
         key=[k.strip() for item in args.key for k in item.split(",") if k.strip()] or None,
         name=args.name,
+        role=args.role,
+        client_tags=args.client_tags,
         **({} if args.max_value_size is None else {"max_value_bytes": int(args.max_value_size)}),
     )
 
@@ -274,6 +283,11 @@ def _size(n: int) -> str:
 @click.option("--format", "fmt", required=True, metavar="FORMAT",
               help=f"Output format: {', '.join(sorted(FORMATS))}.")
 @click.option("--out", required=True, metavar="DIR", help="Output directory.")
+@click.option("--role", default=None, metavar="ROLE",
+              help="Remote engines (trino://…): the role the engine runs the export as "
+                   "(required for them).")
+@click.option("--client-tag", "client_tags", multiple=True, metavar="TAG",
+              help="Remote engines: a client tag for the export's queries; repeatable.")
 @click.option("--compression", default="none", show_default=True, metavar="NAME",
               help=f"{', '.join(sorted(COMPRESSIONS))} (Parquet: the codec inside the files).")
 @click.option("--max-file-size", type=SIZE, default=None,
@@ -308,6 +322,8 @@ def export_command(
     name: str | None,
     fmt: str,
     out: str,
+    role: str | None,
+    client_tags: tuple[str, ...],
     compression: str,
     max_file_size: Size | None,
     part_size: Size | None,
@@ -331,6 +347,6 @@ def export_command(
         part_rows=part_rows, max_value_size=max_value_size, slice_seconds=slice_seconds,
         delimiter=delimiter, quiet=quiet,
         query=query, key=key, name=name, progress=progress_mode,
-        progress_interval=progress_interval,
+        progress_interval=progress_interval, role=role, client_tags=client_tags,
     )
     ctx.exit(run_export(args, program_argv(ctx), resume=resume))

@@ -17,6 +17,7 @@ from egress import manager
 from egress.cli.params import SIZE, Size
 from egress.config import Settings, load_settings
 from egress.domain.jobs import ExportState
+from egress.exceptions import ConfigError
 from egress.export_view import ExportView, export_view
 from egress.formats import COMPRESSIONS, FORMATS
 from egress.home import ensure_home
@@ -109,16 +110,43 @@ def jobs() -> None:
 @click.option("--max-file-size", type=SIZE, default=None,
               help="Start a new numbered file past this size (64MB, 1GiB…), as for export.")
 @click.option("--part-rows", type=click.IntRange(1), help="Rows per part.")
+@click.option("--query", default=None, metavar="SQL",
+              help="Export the result of one read-only SELECT instead of tables (needs --key).")
+@click.option("--key", "key", multiple=True, metavar="COLUMN",
+              help="With --query: the unique, NOT NULL result column(s) it is paged by.")
+@click.option("--name", default=None, metavar="NAME",
+              help="With --query: the output's name (default: query).")
+@click.option("--role", default=None, metavar="ROLE",
+              help="Remote engines (trino://…): the role the engine runs the export as "
+                   "(required for them).")
+@click.option("--client-tag", "client_tags", multiple=True, metavar="TAG",
+              help="Remote engines: a client tag for the export's queries; repeatable.")
+@click.option("--mode", type=click.Choice(["direct", "unload"]), default=None,
+              help="Remote engines: direct (egress writes the result; default) or unload "
+                   "(Starburst's system.unload writes Parquet itself).")
 @click.option("--idempotency-key", help="The same key and request return the same export.")
 @json_option
 def jobs_create(
     home: str | None, project: str, source: str, tables: tuple[str, ...], all_tables: bool,
     fmt: str, compression: str, destination: str, delimiter: str | None,
-    max_file_size: Size | None, part_rows: int | None, idempotency_key: str | None, as_json: bool,
+    max_file_size: Size | None, part_rows: int | None, query: str | None,
+    key: tuple[str, ...], name: str | None, role: str | None, client_tags: tuple[str, ...],
+    mode: str | None, idempotency_key: str | None, as_json: bool,
 ) -> None:
     """Queue an export; prints its id."""
     settings = _settings(home)
     options: dict[str, Any] = {}
+    if query is not None:
+        keys = [k.strip() for item in key for k in item.split(",") if k.strip()]
+        options["query"] = {"sql": query, "key": keys, "name": name}
+    elif key or name is not None:
+        raise ConfigError("--key and --name go with --query")
+    if role is not None:
+        options["role"] = role
+    if client_tags:
+        options["client_tags"] = list(client_tags)
+    if mode is not None:
+        options["mode"] = mode
     if delimiter is not None:
         options["delimiter"] = delimiter
     if max_file_size is not None:

@@ -138,7 +138,8 @@ class FileRecord:
     name: str
     rows: int
     size: int
-    crc32c: int
+    #: None for a file egress did not write (a remote engine's unload)
+    crc32c: int | None
     sha256: str | None
     parts: int
     first_key: Key | None

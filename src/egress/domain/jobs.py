@@ -34,6 +34,8 @@ class TaskState(enum.StrEnum):
     QUEUED = "queued"
     #: Leased by a worker until ``lease_expires_at``.
     RUNNING = "running"
+    #: Sent to a remote engine, which runs it; no lease: any worker polls it when due.
+    SUBMITTED = "submitted"
     #: Every row written and its files final.
     DONE = "done"
     #: Failed for good; ``error`` says why.
@@ -128,6 +130,20 @@ class TaskRecord:
     error: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    #: Remote engines only (None: egress reads the source itself): ``direct`` or ``unload``.
+    remote_mode: str | None = None
+    #: The engine's id of the query submitted for this task, and where to poll it next.
+    query_id: str | None = None
+    next_uri: str | None = None
+    poll_count: int = 0
+    next_poll_at: float | None = None
+    submitted_at: float | None = None
+    polled_at: float | None = None
+    claimed_at: float | None = None
+    #: The result's columns as the engine described them: [[name, type], ...].
+    result_columns: list[list[str]] | None = None
+    #: What happened that a user should know (a restart from nothing, a fallback).
+    remote_note: str | None = None
 
     def evolve(self, **changes: Any) -> TaskRecord:
         return dataclasses.replace(self, **changes)

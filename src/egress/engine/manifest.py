@@ -68,10 +68,10 @@ def build_manifest(
                 "rows": f.rows,
                 "bytes": f.size,
                 "parts": f.parts,
-                "crc32c": f"{f.crc32c:08x}",
+                "crc32c": None if f.crc32c is None else f"{f.crc32c:08x}",
                 "sha256": f.sha256,
-                "first_key": _json_key(f.first_key),
-                "last_key": _json_key(f.last_key),
+                "first_key": None if r.table.opaque_key else _json_key(f.first_key),
+                "last_key": None if r.table.opaque_key else _json_key(f.last_key),
             }
             table_files.append(entry)
             files.append(entry)
@@ -83,8 +83,9 @@ def build_manifest(
                 "compression": r.spec.compression,
                 "rows": r.checkpoint.rows,
                 "bytes": r.checkpoint.bytes,
-                "key_columns": key_names(r.table),
-                "key_range": {"first": _json_key(first), "last": _json_key(r.checkpoint.cursor)},
+                "key_columns": [] if r.table.opaque_key else key_names(r.table),
+                "key_range": None if r.table.opaque_key else {
+                    "first": _json_key(first), "last": _json_key(r.checkpoint.cursor)},
                 "schema": [
                     {
                         "name": c.name,

@@ -82,7 +82,11 @@ def _rows_for_size(
     encoder = fmt.part_encoder(selected_schema(table, columns), 0)
     rows = 0
     names = list(columns) if columns is not None else table.column_names
-    for batch in source.read(table, None, SAMPLE_ROWS, predicate=predicate):
+    # a stream that cannot go back (a remote engine's result) samples what it has in hand
+    sample = getattr(source, "sample", None)
+    batches = sample(table, SAMPLE_ROWS) if sample is not None else source.read(
+        table, None, SAMPLE_ROWS, predicate=predicate)
+    for batch in batches:
         # the sample is encoded: an oversized value stops here as it would in a slice
         check_batch(batch, table.name, limits, partial(_row_key, batch, table.key_columns))
         encoder.add(batch.select(names))

@@ -76,10 +76,28 @@ class PageReader:
         self._next: Key | None = None
         #: the thread is on a page and ``_next`` holds: page(_next) can reuse it
         self._aligned = False
+        #: A source that reads a stream which cannot go back (a remote engine's result:
+        #: a page asked for moves the engine past the one before) is read only on demand,
+        #: so that after a slice everything read was committed.
+        self._ahead = getattr(source, "read_ahead", True)
+
+    def _on_demand(self, after: Key | None) -> Iterator[pa.RecordBatch]:
+        page_bytes = 0
+        batches = self._source.read(self._table, after, self._limit, predicate=self._predicate)
+        with closing_iterator(batches) as it:
+            for batch in it:
+                self._check(batch)
+                page_bytes += batch.nbytes
+                check_page(self._table.name, page_bytes, self._limits, after,
+                           self._last_key(batch))
+                yield batch
 
     def page(self, after: Key | None) -> Iterator[pa.RecordBatch]:
         """The batches of the ``limit`` rows after ``after`` (all of them only if the
         caller consumes the iterator to its end)."""
+        if not self._ahead:
+            yield from self._on_demand(after)
+            return
         if self._thread is None or not self._aligned or self._next != after:
             self._restart(after)
         self._aligned = False  # until this page is consumed to its end

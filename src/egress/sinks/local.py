@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from egress.domain.checkpoint import PartRecord
 from egress.domain.filenames import safe_base_name
@@ -197,6 +197,22 @@ class LocalSink:
             return self.path(name).read_bytes()
         except OSError as exc:
             raise SinkError(f"cannot read {self.path(name)}: {exc}") from exc
+
+    def list_files(self, folder: str) -> list[tuple[str, int]]:
+        """``(name, size)`` of every file under ``folder/`` (written by someone else: a
+        remote engine's unload), in name order."""
+        base = self.path(folder)
+        if not base.is_dir():
+            return []
+        return sorted((str(p.relative_to(self.root)), p.stat().st_size)
+                      for p in base.rglob("*") if p.is_file())
+
+    def open_reader(self, name: str, size: int) -> BinaryIO:
+        return self.path(name).open("rb")
+
+    def url_of(self, folder: str) -> str:
+        """Where a remote engine writes ``folder`` of this sink (a path it shares)."""
+        return self.path(folder).as_uri() + "/"
 
     def exists(self, name: str) -> bool:
         return self.path(name).exists()

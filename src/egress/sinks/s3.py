@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import io
 import logging
 import random
 import re
@@ -399,6 +400,30 @@ class S3Sink:
     def exists(self, name: str) -> bool:
         return self._head(self.key(name)) is not None
 
+    def list_files(self, folder: str) -> list[tuple[str, int]]:
+        """``(name, size)`` of every object under ``folder/`` (written by someone else: a
+        remote engine's unload), in name order."""
+        base = self.key(folder.strip("/")) + "/"
+        found: list[tuple[str, int]] = []
+        token: dict[str, Any] = {}
+        while True:
+            page = self._call("list_objects_v2", base, Prefix=base, **token)
+            for obj in page.get("Contents", []):
+                found.append((obj["Key"][len(self.prefix) + 1 if self.prefix else 0:],
+                              int(obj["Size"])))
+            if not page.get("IsTruncated"):
+                return sorted(found)
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+
+    def open_reader(self, name: str, size: int) -> RangedReader:
+        """A seekable reader of ``name`` that fetches only the ranges read (a Parquet
+        footer without the data)."""
+        return RangedReader(self, self.key(name), size)
+
+    def url_of(self, folder: str) -> str:
+        """Where a remote engine writes ``folder`` of this sink."""
+        return f"s3://{self.bucket}/{self.key(folder.strip('/'))}/"
+
     def delete(self, name: str) -> None:
         key = self.key(name)
         self._call("delete_object", key, Key=key)
@@ -449,3 +474,36 @@ class S3Sink:
                 "KeyMarker": resp["NextKeyMarker"],
                 "UploadIdMarker": resp["NextUploadIdMarker"],
             }
+
+
+class RangedReader(io.RawIOBase):
+    """A read-only, seekable file over one object, read by ranged GETs."""
+
+    def __init__(self, sink: S3Sink, key: str, size: int) -> None:
+        self._sink, self._key, self._size, self._pos = sink, key, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        end = min(self._size, self._pos + len(view))
+        if end <= self._pos:
+            return 0
+        resp = self._sink._call("get_object", self._key, Key=self._key,
+                                Range=f"bytes={self._pos}-{end - 1}")
+        data = resp["Body"].read()
+        view[:len(data)] = data
+        self._pos += len(data)
+        return len(data)

@@ -29,6 +29,8 @@ class SourceKind:
     #: ``open_query(url, query, timeout)``: a source reading one read-only query, or None
     #: when this kind runs no free-form queries.
     open_query: Callable[[str, Query, float], Source] | None = None
+    #: The engine runs the query itself: tasks are submitted and polled (worker/remote.py).
+    remote: bool = False
 
 
 def _sqlite_tables(url: str) -> Source:
@@ -55,6 +57,18 @@ def _postgres_query(url: str, query: Query, timeout: float) -> Source:
     return PostgresQuerySource(url, query, timeout)
 
 
+def _trino_tables(url: str) -> Source:
+    from egress.sources.trino import TrinoSource
+
+    return TrinoSource(url)
+
+
+def _trino_query(url: str, query: Query, timeout: float) -> Source:
+    from egress.sources.trino import TrinoSource
+
+    return TrinoSource(url, query, timeout)
+
+
 SOURCE_KINDS: dict[str, SourceKind] = {}
 
 
@@ -66,12 +80,20 @@ def register_source_kind(name: str, kind: SourceKind, *aliases: str) -> None:
 
 register_source_kind("sqlite", SourceKind(_sqlite_tables, _sqlite_query))
 register_source_kind("postgresql", SourceKind(_postgres_tables, _postgres_query), "postgres")
+# Starburst is Trino: the same protocol (trino+https:// for TLS)
+register_source_kind("trino", SourceKind(_trino_tables, _trino_query, remote=True))
 
 
 def source_kind(url: str) -> str:
     """The registry name of a SQLAlchemy-style URL (``postgresql+psycopg://`` → postgresql)."""
     scheme = url.split("://", 1)[0] if "://" in url else ""
     return scheme.split("+", 1)[0].lower()
+
+
+def is_remote(url: str) -> bool:
+    """Whether ``url`` is a remote engine's (its tasks are submitted and polled)."""
+    kind = SOURCE_KINDS.get(source_kind(url))
+    return kind is not None and kind.remote
 
 
 def open_source(url: str, query: Query | None = None,
@@ -90,5 +112,6 @@ def open_source(url: str, query: Query | None = None,
     return kind.open_query(url, query, timeout)
 
 
-__all__ = ["SOURCE_KINDS", "Column", "Source", "SourceKind", "TableInfo", "open_source",
+__all__ = ["SOURCE_KINDS", "Column", "Source", "SourceKind", "TableInfo", "is_remote",
+           "open_source",
            "register_source_kind", "source_kind"]

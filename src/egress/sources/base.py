@@ -50,6 +50,9 @@ class TableInfo:
     hidden_columns: tuple[str, ...] = ()
     row_estimate: int | None = None
     primary_key: tuple[str, ...] = field(default=())
+    #: The key is egress's own bookkeeping (a position in a remote engine's result), not
+    #: a value of the data: manifests do not show it.
+    opaque_key: bool = False
 
     @property
     def schema(self) -> pa.Schema:

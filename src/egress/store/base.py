@@ -213,6 +213,66 @@ class JobStore(Protocol):
         """The lease log in order (for tests and audits)."""
         ...
 
+    # --- remote engines (sql_remote.py: submitted tasks hold no lease) -----------------
+    def remote_submitted(
+        self, task_id: str, token: str, *, query_id: str, next_uri: str | None,
+        delay: float, note: str | None = None,
+    ) -> bool:
+        """running → submitted: the engine has the query; first poll ``delay`` s later."""
+        ...
+
+    def remote_take_due(self, *, hold_seconds: float, limit: int) -> list[TaskRecord]:
+        """Submitted tasks due for a poll, each held ``hold_seconds`` for this pass."""
+        ...
+
+    def remote_polled(self, task: TaskRecord, *, next_uri: str | None, delay: float) -> bool:
+        """One more poll (fenced on ``task.poll_count``); the next ``delay`` s later."""
+        ...
+
+    def remote_stream(self, task: TaskRecord, *, next_uri: str,
+                      columns: list[list[str]]) -> bool:
+        """submitted → queued: a slot streams the result from ``next_uri``."""
+        ...
+
+    def remote_done(self, task: TaskRecord, *, checkpoint: dict[str, Any], rows: int,
+                    bytes: int, spec: dict[str, Any]) -> bool:
+        """submitted → done: the engine wrote the output itself."""
+        ...
+
+    def remote_resubmit(self, task: TaskRecord, *, note: str,
+                        mode: str | None = None) -> bool:
+        """submitted → queued without a query: it is submitted again."""
+        ...
+
+    def remote_fail(self, task: TaskRecord, error: str) -> bool:
+        """submitted → failed, and its export with it."""
+        ...
+
+    def remote_cancelled(self, task: TaskRecord) -> bool:
+        """submitted → cancelled (its export ended; the engine was told)."""
+        ...
+
+    def remote_restart(self, task_id: str, token: str, *, note: str) -> bool:
+        """running → queued from nothing (no checkpoint, no query), fenced by the lease."""
+        ...
+
+    def remote_requeue_direct(self, task_id: str, token: str, *, note: str) -> bool:
+        """running → queued in direct mode (the engine has no ``system.unload``)."""
+        ...
+
+    def remote_list_stale(self, *, claimed_seconds: float, unpolled_seconds: float
+                          ) -> tuple[list[TaskRecord], list[TaskRecord]]:
+        """Claimed-never-submitted and submitted-not-polled remote tasks."""
+        ...
+
+    def remote_reset_claim(self, task: TaskRecord) -> bool:
+        """A claimed, never submitted remote task back to the queue."""
+        ...
+
+    def remote_export_dead(self, export_id: str) -> bool:
+        """The export is cancelled, failed or gone."""
+        ...
+
     # --- API tokens (store/sql_tokens.py) ---------------------------------------------
     def token_create(self, token: TokenRecord) -> TokenRecord:
         """Store a new token (its hash only); its project is created if new."""

@@ -143,6 +143,7 @@ def claim_statement(
             lease_owner=worker,
             lease_token=new_token,
             lease_expires_at=now + sa.literal(float(lease_seconds), sa.Double),
+            claimed_at=now,
             updated_at=now,
         )
         .returning(*t.c)

@@ -51,7 +51,9 @@ DEAD = (ExportState.CANCELLED.value, ExportState.FAILED.value)
 
 
 def running_tasks(export_id: Any) -> sa.Exists:
-    return sa.exists().where(tasks.c.export_id == export_id, tasks.c.state == "running")
+    # a submitted task runs on a remote engine: it is stopped there before outputs go
+    return sa.exists().where(tasks.c.export_id == export_id,
+                             tasks.c.state.in_(("running", "submitted")))
 
 
 class SqlCore:
@@ -190,6 +192,12 @@ class SqlCore:
                    ~running_tasks(export_id))
             .values(cancel_requested=False, updated_at=self._now)
         )
+
+    def _back_to_queue(self) -> sa.Case[Any]:
+        # A task let go while its export is cancelled or failed is not queued again.
+        dead = (sa.exists().where(exports.c.id == tasks.c.export_id,
+                                  exports.c.state.in_(DEAD)).correlate(tasks))
+        return sa.case((dead, "cancelled"), else_="queued")
 
     def _cancel_queued(self, conn: Connection, export_id: str) -> None:
         done = conn.execute(

@@ -63,6 +63,16 @@ def task_record(row: sa.Row[Any]) -> TaskRecord:
         error=m["error"],
         created_at=m["created_at"],
         updated_at=m["updated_at"],
+        remote_mode=m["remote_mode"],
+        query_id=m["query_id"],
+        next_uri=m["next_uri"],
+        poll_count=m["poll_count"],
+        next_poll_at=m["next_poll_at"],
+        submitted_at=m["submitted_at"],
+        polled_at=m["polled_at"],
+        claimed_at=m["claimed_at"],
+        result_columns=m["result_columns"],
+        remote_note=m["remote_note"],
     )
 
 
@@ -127,4 +137,6 @@ def task_values(
         "lease_token": None,
         "lease_expires_at": None,
         "error": None,
+        "remote_mode": task.remote_mode,
+        "poll_count": 0,
     }

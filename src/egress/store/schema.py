@@ -142,6 +142,17 @@ tasks = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("created_at", TIME, nullable=False),
     sa.Column("updated_at", TIME, nullable=False),
+    # remote engines (0009): the polling state of a submitted query
+    sa.Column("remote_mode", sa.String(16)),
+    sa.Column("query_id", sa.String(128)),
+    sa.Column("next_uri", sa.Text),
+    sa.Column("poll_count", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("next_poll_at", TIME),
+    sa.Column("submitted_at", TIME),
+    sa.Column("polled_at", TIME),
+    sa.Column("claimed_at", TIME),
+    sa.Column("result_columns", JsonText),
+    sa.Column("remote_note", sa.Text),
     sa.UniqueConstraint("export_id", "seq"),
     sa.CheckConstraint(in_list("state", TASK_STATES), name="state"),
     # A lease exists exactly while the task runs: fencing relies on it.
@@ -156,6 +167,8 @@ tasks = sa.Table(
     ),
     # The claim scans queued tasks in this order.
     sa.Index("ix_tasks_claim", "state", "run_after", "created_at", "seq"),
+    # the poll pass takes submitted tasks that are due (0009)
+    sa.Index("ix_tasks_due", "state", "next_poll_at"),
     # A project's oldest ready tasks in claim order, read by the claim per project (0005;
     # it also serves the running count by project that the (state, project) index did).
     sa.Index("ix_tasks_ready", "state", "project", "run_after", "created_at", "seq", "id"),

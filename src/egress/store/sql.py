@@ -19,11 +19,13 @@ from egress.store.sql_audit import AuditOps
 from egress.store.sql_deliveries import DeliveryOps
 from egress.store.sql_exports import ExportOps
 from egress.store.sql_progress import ProgressOps
+from egress.store.sql_remote import RemoteOps
 from egress.store.sql_tasks import TaskOps
 from egress.store.sql_tokens import TokenOps
 
 
-class SqlJobStore(ExportOps, TaskOps, ProgressOps, TokenOps, AuditOps, DeliveryOps):
+class SqlJobStore(ExportOps, TaskOps, RemoteOps, ProgressOps, TokenOps, AuditOps,
+                  DeliveryOps):
     """A job store at ``url``: ``sqlite:///PATH`` or ``postgresql://…`` (psycopg 3).
 
     Thread-safe (a connection pool); several processes may share one store.

@@ -218,7 +218,10 @@ class ExportOps(SqlCore):
                 return self._in_project(conn, project, export_id)
             requeue = sa.update(task_table).where(task_table.c.export_id == export_id)
             values: dict[str, Any] = {"state": "queued", "attempts": 0, "error": None,
-                                      "run_after": self._now, "updated_at": self._now}
+                                      "run_after": self._now, "updated_at": self._now,
+                                      # a remote engine's query of the failed run is over
+                                      "query_id": None, "next_uri": None, "poll_count": 0,
+                                      "next_poll_at": None, "submitted_at": None}
             if row.cleaned_at is None:
                 # Outputs are still there: continue from the checkpoints.
                 requeue = requeue.where(task_table.c.state.in_(("failed", "cancelled")))

@@ -155,12 +155,6 @@ class TaskOps(SqlCore):
 
         return self._tx(run)
 
-    def _back_to_queue(self) -> sa.Case[Any]:
-        # A task let go while its export is cancelled or failed is not queued again.
-        dead = (sa.exists().where(exports.c.id == tasks.c.export_id,
-                                  exports.c.state.in_(DEAD)).correlate(tasks))
-        return sa.case((dead, "cancelled"), else_="queued")
-
     def task_requeue(
         self,
         task_id: str,

@@ -11,7 +11,9 @@ from egress.domain.jobs import ExportState, TaskState
 from egress.engine.manifest import TableResult, build_manifest, write_manifest
 from egress.manager import export_source, open_sink
 from egress.redact import redact_url
+from egress.sources.trino import info_from_columns
 from egress.store.base import JobStore
+from egress.worker.remote import open_remote
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +27,15 @@ def finalize_export(store: JobStore, settings: Settings, export_id: str) -> bool
     if not tasks or any(t.state is not TaskState.DONE for t in tasks):
         return False
     url = settings.source_url(export.source)
-    source = export_source(settings, export)
+    remote = any(t.remote_mode for t in tasks)
+    # a remote engine's tables are described as their result was (no catalog query)
+    source = open_remote(settings, export) if remote else export_source(settings, export)
     try:
         results = [
             TableResult(
                 TaskSpec.from_json(t.spec or {}),
-                source.describe(t.table),
+                info_from_columns(t.table, t.result_columns) if t.result_columns
+                else source.describe(t.table),
                 Checkpoint.from_json(t.checkpoint or {}),
             )
             for t in tasks

@@ -94,9 +94,19 @@ class Worker:
     def _reconcile(self) -> None:
         while not self.stopping.wait(self.settings.worker.reconcile_seconds):
             try:
-                reconcile_once(self.store, self.settings)
+                reconcile_once(self.store, self.settings, self.runner.remote)
             except Exception as exc:
                 log.warning("reconcile failed", extra={"error": str(exc)})
+
+    def _poll_remote(self) -> None:
+        """Poll the remote engines' submitted queries that are due (worker/remote.py)."""
+        remote = self.runner.remote
+        while not self.stopping.wait(self.settings.remote.poll_pass_seconds):
+            try:
+                while remote.poll_pass() and not self.stopping.is_set():
+                    pass
+            except Exception as exc:
+                log.warning("remote poll pass failed", extra={"error": str(exc)})
 
     def _dispatch(self) -> None:
         """Send due webhooks; while some were due, look again at once."""
@@ -117,9 +127,10 @@ class Worker:
             for i in range(self.concurrency)
         ]
         reconciler = threading.Thread(target=self._reconcile, name="reconciler", daemon=True)
+        poller = threading.Thread(target=self._poll_remote, name="remote-poller", daemon=True)
         # Daemon: a send cut short by the exit is sent again when its lease ends.
         dispatcher = threading.Thread(target=self._dispatch, name="webhooks", daemon=True)
-        for t in (*slots, reconciler, dispatcher):
+        for t in (*slots, reconciler, poller, dispatcher):
             t.start()
         try:
             while not self.stopping.wait(self.settings.worker.poll_seconds):
@@ -129,7 +140,7 @@ class Worker:
             self.stopping.set()
         deadline = time.monotonic() + self.settings.worker.grace_seconds
         # The helpers too: none may still hold a store connection when the caller closes it.
-        for t in (*slots, reconciler, dispatcher):
+        for t in (*slots, reconciler, poller, dispatcher):
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         if any(t.is_alive() for t in slots):
             log.warning("grace period over with slices still running; their leases will expire")
@@ -148,7 +159,7 @@ class Worker:
                     pass
                 return True
             # Leases of dead workers expire on their own; the reconciler requeues them.
-            reconcile_once(self.store, self.settings)
+            reconcile_once(self.store, self.settings, self.runner.remote)
         except Exception as exc:
             log.warning("idle check failed", extra={"error": str(exc)})
         return False

@@ -13,6 +13,7 @@ from egress.metrics import STALE_CLAIMS_RESET
 from egress.sinks import sink_from_destination
 from egress.store.base import JobStore
 from egress.worker.finalize import finalize_export
+from egress.worker.remote import RemoteWork
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +54,21 @@ def sweep_orphaned_uploads(settings: Settings, now: float | None = None) -> int:
     return aborted
 
 
-def reconcile_once(store: JobStore, settings: Settings) -> ReconcileReport:
+def reconcile_once(store: JobStore, settings: Settings,
+                   remote: RemoteWork | None = None) -> ReconcileReport:
     report = ReconcileReport()
-    # Tasks whose worker died (or froze) past its lease go back in the queue.
+    # Tasks whose worker died (or froze) past its lease go back in the queue; so do
+    # remote tasks claimed long ago and never submitted (their worker is stuck).
     report.rescued = store.task_rescue_expired()
+    report.rescued += (remote or RemoteWork(store, settings)).reconcile()
     if report.rescued:
         STALE_CLAIMS_RESET.inc(report.rescued)
         log.info("requeued tasks with expired leases", extra={"count": report.rescued})
     for export in store.export_list_overdue():
         limit = export.max_duration or settings.export.max_duration
         if store.export_fail(
-            export.id, f"export did not finish within its maximum duration of {limit:.0f} s"
+            export.id, f"exceeded maximum duration ({limit:g}s): the export did not "
+                       "finish in time"
         ):
             report.overdue += 1
     for export in store.export_list_finalizable():

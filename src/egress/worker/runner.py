@@ -14,13 +14,15 @@ from egress.domain.predicate import Predicate
 from egress.engine.plan import fit_part_budget, plan_task
 from egress.engine.sizes import SizeLimits
 from egress.engine.slice import Task, run_slice
-from egress.exceptions import LeaseLostError
+from egress.exceptions import LeaseLostError, ResultGoneError
 from egress.failures import describe_failure
 from egress.manager import export_source, open_sink
 from egress.metrics import SLICES
+from egress.sources.base import Source, TableInfo
 from egress.store.base import JobStore
 from egress.worker.finalize import finalize_export
 from egress.worker.lease import LeaseKeeper
+from egress.worker.remote import RemoteWork
 from egress.worker.retry import backoff_delay, is_transient
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ class TaskRunner:
     ) -> None:
         self.store, self.settings, self.stopping = store, settings, stopping
         self.on_event = on_event
+        self.remote = RemoteWork(store, settings)
 
     def run(self, task: TaskRecord) -> str:
         """Run one slice of ``task`` (claimed, with its lease token). Returns the outcome:
@@ -71,15 +74,24 @@ class TaskRunner:
         token = task.lease_token
         assert token is not None
         opts = export.options
-        # the source first: a source that cannot be opened leaves no folder at the sink
-        source = export_source(self.settings, export)
+        info: TableInfo | None = None
+        source: Source
+        if task.remote_mode:  # a remote engine (worker/remote.py)
+            if task.query_id is None:
+                return self.remote.submit(task, export)
+            source, info = self.remote.open_stream(task, export)
+        else:
+            # the source first: a source that cannot be opened leaves no folder at the sink
+            source = export_source(self.settings, export)
         try:
             sink = open_sink(self.settings, export)
         except BaseException:
             source.close()
             raise
+        committed: Checkpoint | None = None
         try:
-            info = source.describe(task.table)
+            if info is None:
+                info = source.describe(task.table)
             pending_spec: dict | None = None
             if task.spec:
                 spec = TaskSpec.from_json(task.spec)
@@ -106,7 +118,7 @@ class TaskRunner:
             cp = Checkpoint.from_json(task.checkpoint) if task.checkpoint else Checkpoint()
 
             def commit(new: Checkpoint) -> None:
-                nonlocal pending_spec
+                nonlocal pending_spec, committed
                 if lease.lost:
                     raise LeaseLostError(f"task {task.id}: lease lost")
                 ok = self.store.task_commit(
@@ -115,7 +127,7 @@ class TaskRunner:
                 )
                 if not ok:
                     raise LeaseLostError(f"task {task.id}: lease lost")
-                pending_spec = None
+                pending_spec, committed = None, new
 
             if pending_spec is not None:
                 commit(cp)  # persist the plan before any part depends on it
@@ -130,7 +142,14 @@ class TaskRunner:
             runnable = Task(spec=spec, table=info, source=source, sink=sink, commit=commit,
                             should_stop=should_stop, limits=self._limits(), fence=fence)
             before, started = cp, time.monotonic()
-            cp = run_slice(runnable, cp, started + self.settings.worker.slice_seconds)
+            try:
+                cp = run_slice(runnable, cp, started + self.settings.worker.slice_seconds)
+            except ResultGoneError as exc:
+                if not task.remote_mode:
+                    raise
+                return self.remote.restart(task, export, sink, committed or before, exc)
+            if task.remote_mode and lease.cancelled and not cp.done:
+                self.remote.cancel_stream(source)
             seconds = time.monotonic() - started
             log.info("slice ended", extra={
                 "export": export.id, "task": task.id, "table": task.table,

@@ -113,6 +113,9 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
         options["max_file_size"] = body.max_file_size
     if select:
         options["select"] = select
+    for key in ("role", "client_tags", "mode"):
+        if getattr(body, key) is not None:
+            options[key] = getattr(body, key)
     if body.callback_url is not None:
         from egress.webhooks.guard import check_callback_url  # the webhooks package
 
