@@ -53,6 +53,8 @@ class QueryPlan:
     #: FAILED after this many data pages (0: right after the queued polls)
     fail_after_pages: int | None = None
     error: EngineError | None = None
+    #: seconds each data page takes to come (a long-running query)
+    page_delay: float = 0.0
 
 
 Responder = Callable[[str, Mapping[str, str]], Result]
@@ -255,6 +257,12 @@ class TrinoProtocolServer:
             if token == q.last_token and q.last_body is not None:
                 return 200, q.last_body  # the client asks again: the same page
             if token != q.last_token + 1:
+                return 410, "Gone"
+            delay = q.plan.page_delay if q.responses >= q.plan.queued_polls else 0.0
+        if delay:
+            time.sleep(delay)
+        with self._lock:
+            if q.last_token + 1 != token:  # another client took this token meanwhile
                 return 410, "Gone"
             body = self._advance(q, token)
             q.last_token, q.last_body = token, body

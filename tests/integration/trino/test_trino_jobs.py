@@ -320,3 +320,25 @@ def test_data_pages_of_many_sizes_come_out_whole(store: SqlJobStore, settings: S
     assert done is not None and done.state is ExportState.COMPLETED, done.error
     assert read_csv(settings, store, export.id, "big") == expected(warehouse.tables["big"].rows)
     assert len((done.manifest or {})["files"]) > 1  # files cut by size, as for any source
+
+
+def test_slices_continue_the_stream_where_the_last_committed_part_ended(
+        store: SqlJobStore, settings: Settings, warehouse: Warehouse,
+        trino: TrinoProtocolServer) -> None:
+    warehouse.add("big", rows(2000))
+    trino.plan_for(r'"big"', QueryPlan(page_rows=100, page_delay=0.03))
+    short = dataclasses.replace(settings, worker=dataclasses.replace(
+        settings.worker, slice_seconds=0.2))
+    export, _ = create_export(store, short, ExportRequest(
+        source="wh", tables=("big",), format="csv",
+        options={"role": "analyst", "part_rows": 150}), project="p")
+    run_worker(store, short, concurrency=1)
+    done = store.export_get("p", export.id)
+    assert done is not None and done.state is ExportState.COMPLETED, done.error
+    assert read_csv(short, store, export.id, "big") == expected(warehouse.tables["big"].rows)
+    [task] = store.task_list(export.id)
+    claims = [e for e in store.lease_events(task.id) if e.kind == "claim"]
+    assert len(claims) >= 4  # submit, then several slices of the stream
+    assert task.remote_note is None  # each slice went on from the engine's last page
+    assert len([r for r in trino.requests if r.method == "POST"]) == 3  # 2 catalog + 1
+    assert all(r.status != 410 for r in trino.requests)
