@@ -100,13 +100,12 @@ class DataError(SourceError):
 
 
 class EngineQueryError(SourceError):
-    """A remote engine (Trino) failed the query: its ``errorName`` and message."""
+    """A remote engine (Trino) failed the query: its ``errorName`` and message (permanent:
+    the query is over; a retry of the export submits it again)."""
 
     def __init__(self, name: str, message: str, error_type: str | None = None) -> None:
         self.name, self.message, self.error_type = name, message, error_type
         super().__init__(f"the engine failed the query: {name}: {message}")
-        # the engine's own verdict: out of resources now, perhaps not later
-        self.transient = error_type == "INSUFFICIENT_RESOURCES"
 
 
 class ResultGoneError(SourceError):

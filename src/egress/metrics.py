@@ -5,6 +5,8 @@ from __future__ import annotations
 from prometheus_client import Counter
 
 STALE_CLAIMS_RESET = Counter(
-    "stale_claims_reset_total", "Tasks requeued by the reconciler because their lease expired"
+    "egress_stale_claims_reset_total",
+    "Tasks requeued by the reconciler: their lease expired, or (remote engines) they were "
+    "claimed and never submitted",
 )
 SLICES = Counter("egress_slices_total", "Slices run by this worker", ["outcome"])

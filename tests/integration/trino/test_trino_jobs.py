@@ -342,3 +342,53 @@ def test_slices_continue_the_stream_where_the_last_committed_part_ended(
     assert task.remote_note is None  # each slice went on from the engine's last page
     assert len([r for r in trino.requests if r.method == "POST"]) == 3  # 2 catalog + 1
     assert all(r.status != 410 for r in trino.requests)
+
+
+def test_the_reconciler_resets_a_claim_never_submitted_but_never_a_submitted_task(
+        store: SqlJobStore, settings: Settings, warehouse: Warehouse,
+        trino: TrinoProtocolServer) -> None:
+    from egress.metrics import STALE_CLAIMS_RESET
+    from egress.worker.reconciler import reconcile_once
+
+    quick = dataclasses.replace(settings, remote=dataclasses.replace(
+        settings.remote, claimed_reset_seconds=0.3, unpolled_lookup_seconds=3600))
+    trino.plan_for(r'"items"', QueryPlan(queued_polls=10_000))
+    stuck_id = create(store, quick, "orders")
+    polled_id = create(store, quick, "items")
+    [stuck] = store.task_claim("stuck-worker", lease_seconds=3600, project_cap=4, limit=1)
+    assert stuck.export_id == stuck_id  # claimed, and its worker never submits it
+    runner = TaskRunner(store, quick, threading.Event())
+    [submitting] = store.task_claim("w", lease_seconds=3600, project_cap=4, limit=1)
+    assert runner.run(submitting) == "submitted"
+    before = STALE_CLAIMS_RESET._value.get()
+    assert reconcile_once(store, quick).rescued == 0  # not yet 0.3 s
+    time.sleep(0.4)
+    assert reconcile_once(store, quick).rescued == 1
+    assert STALE_CLAIMS_RESET._value.get() == before + 1
+    assert store.task_list(stuck_id)[0].state is TaskState.QUEUED
+    assert store.task_list(polled_id)[0].state is TaskState.SUBMITTED  # left alone
+
+
+def test_a_submitted_task_nobody_polled_is_looked_up_by_its_query_id(
+        store: SqlJobStore, settings: Settings, warehouse: Warehouse,
+        trino: TrinoProtocolServer) -> None:
+    from egress.worker.reconciler import reconcile_once
+
+    # nobody polls (no poll pass runs) for longer than the lookup bound
+    quick = dataclasses.replace(settings, remote=dataclasses.replace(
+        settings.remote, unpolled_lookup_seconds=0.2, poll_delays=(3600.0,)))
+    trino.plan_for(r'"items"', QueryPlan(queued_polls=10_000))
+    export_id = create(store, quick, "items")
+    runner = TaskRunner(store, quick, threading.Event())
+    [claimed] = store.task_claim("w", lease_seconds=60, project_cap=4)
+    assert runner.run(claimed) == "submitted"
+    query_id = store.task_list(export_id)[0].query_id
+    assert query_id is not None
+    trino.expire(query_id)  # its next URI is gone (the engine dropped the client)
+    time.sleep(0.3)
+    reconcile_once(store, quick)
+    [task] = store.task_list(export_id)
+    assert task.state is TaskState.QUEUED and task.query_id is None  # to be submitted again
+    assert "submitted again" in (task.remote_note or "")
+    assert any(r.path == f"/v1/query/{query_id}" and r.method == "GET" for r in trino.requests)
+    assert query_id in trino.deleted  # the old query was stopped
