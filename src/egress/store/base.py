@@ -235,7 +235,7 @@ class JobStore(Protocol):
         ...
 
     def remote_done(self, task: TaskRecord, *, checkpoint: dict[str, Any], rows: int,
-                    bytes: int, spec: dict[str, Any]) -> bool:
+                    bytes: int, spec: dict[str, Any], columns: list[list[str]]) -> bool:
         """submitted → done: the engine wrote the output itself."""
         ...
 

@@ -199,6 +199,31 @@ class SqlCore:
                                   exports.c.state.in_(DEAD)).correlate(tasks))
         return sa.case((dead, "cancelled"), else_="queued")
 
+    def _fenced(self, task_id: str, token: str) -> sa.Update:
+        """An UPDATE that only touches the task while ``token`` holds its lease."""
+        return sa.update(tasks).where(
+            tasks.c.id == task_id, tasks.c.lease_token == token, tasks.c.state == "running"
+        )
+
+    def _end_lease(self, task_id: str, token: str, kind: str, **values: Any) -> bool:
+        stmt = (
+            self._fenced(task_id, token)
+            .values(lease_owner=None, lease_token=None, lease_expires_at=None,
+                    updated_at=self._now, **values)
+            .returning(tasks.c.export_id, tasks.c.state, tasks.c.updated_at)
+        )
+
+        def run(conn: Connection) -> bool:
+            row = conn.execute(stmt).first()
+            if row is None:
+                return False
+            self._log_end(conn, task_id, token, "cancel" if row.state == "cancelled"
+                          else kind, row)
+            self._settle(conn, row.export_id)
+            return True
+
+        return self._tx(run)
+
     def _cancel_queued(self, conn: Connection, export_id: str) -> None:
         done = conn.execute(
             sa.update(tasks)

@@ -30,27 +30,11 @@ class RemoteOps(SqlCore):
         delay: float, note: str | None = None,
     ) -> bool:
         """The claimed task's query is on the engine: keep its state, end the lease."""
-        stmt = (
-            sa.update(tasks)
-            .where(tasks.c.id == task_id, tasks.c.lease_token == token,
-                   tasks.c.state == "running")
-            .values(state="submitted", lease_owner=None, lease_token=None,
-                    lease_expires_at=None, query_id=query_id, next_uri=next_uri,
-                    poll_count=0, submitted_at=self._now, polled_at=self._now,
-                    next_poll_at=self._seconds(delay),
-                    remote_note=sa.func.coalesce(note, tasks.c.remote_note),
-                    updated_at=self._now)
-            .returning(tasks.c.export_id, tasks.c.state, tasks.c.updated_at)
-        )
-
-        def run(conn: Connection) -> bool:
-            row = conn.execute(stmt).first()
-            if row is None:
-                return False
-            self._log_end(conn, task_id, token, "release", row)
-            return True
-
-        return self._tx(run)
+        return self._end_lease(
+            task_id, token, "release", state="submitted", query_id=query_id,
+            next_uri=next_uri, poll_count=0, submitted_at=self._now, polled_at=self._now,
+            next_poll_at=self._seconds(delay),
+            remote_note=sa.func.coalesce(note, tasks.c.remote_note))
 
     def remote_take_due(self, *, hold_seconds: float, limit: int) -> list[TaskRecord]:
         """Up to ``limit`` submitted tasks due for a poll, oldest due first; each is held
@@ -102,10 +86,11 @@ class RemoteOps(SqlCore):
         return self._tx(lambda c: c.execute(stmt).rowcount == 1)
 
     def remote_done(self, task: TaskRecord, *, checkpoint: dict[str, Any], rows: int,
-                    bytes: int, spec: dict[str, Any]) -> bool:
+                    bytes: int, spec: dict[str, Any], columns: list[list[str]]) -> bool:
         """The engine wrote the output itself (unload): the task is done."""
         stmt = self._polled(task).values(
             state="done", checkpoint=checkpoint, spec=spec, rows=rows, bytes=bytes, error=None,
+            result_columns=columns,
             poll_count=tasks.c.poll_count + 1, polled_at=self._now, next_poll_at=None,
             updated_at=self._now)
         return self._tx(lambda c: c.execute(stmt).rowcount == 1)
@@ -160,51 +145,16 @@ class RemoteOps(SqlCore):
     def remote_restart(self, task_id: str, token: str, *, note: str) -> bool:
         """A claimed task whose result the engine no longer holds starts over from
         nothing: no checkpoint, no query; queued at once (fenced by the lease)."""
-        return self._restart(task_id, token, note)
+        return self._end_lease(
+            task_id, token, "requeue", state="queued", checkpoint=None, rows=0, bytes=0,
+            query_id=None, next_uri=None, poll_count=0, next_poll_at=None, submitted_at=None,
+            result_columns=None, remote_note=note, run_after=self._now)
 
     def remote_requeue_direct(self, task_id: str, token: str, *, note: str) -> bool:
         """An unload the engine cannot run: the claimed task is queued again, direct."""
-        stmt = (
-            sa.update(tasks)
-            .where(tasks.c.id == task_id, tasks.c.lease_token == token,
-                   tasks.c.state == "running")
-            .values(state="queued", lease_owner=None, lease_token=None,
-                    lease_expires_at=None, remote_mode="direct", query_id=None,
-                    next_uri=None, remote_note=note, run_after=self._now,
-                    updated_at=self._now)
-            .returning(tasks.c.export_id, tasks.c.state, tasks.c.updated_at)
-        )
-
-        def run(conn: Connection) -> bool:
-            row = conn.execute(stmt).first()
-            if row is None:
-                return False
-            self._log_end(conn, task_id, token, "requeue", row)
-            return True
-
-        return self._tx(run)
-
-    def _restart(self, task_id: str, token: str, note: str) -> bool:
-        stmt = (
-            sa.update(tasks)
-            .where(tasks.c.id == task_id, tasks.c.lease_token == token,
-                   tasks.c.state == "running")
-            .values(state="queued", lease_owner=None, lease_token=None,
-                    lease_expires_at=None, checkpoint=None, rows=0, bytes=0,
-                    query_id=None, next_uri=None, poll_count=0, next_poll_at=None,
-                    submitted_at=None, result_columns=None, remote_note=note,
-                    run_after=self._now, updated_at=self._now)
-            .returning(tasks.c.export_id, tasks.c.state, tasks.c.updated_at)
-        )
-
-        def run(conn: Connection) -> bool:
-            row = conn.execute(stmt).first()
-            if row is None:
-                return False
-            self._log_end(conn, task_id, token, "requeue", row)
-            return True
-
-        return self._tx(run)
+        return self._end_lease(
+            task_id, token, "requeue", state="queued", remote_mode="direct", query_id=None,
+            next_uri=None, remote_note=note, run_after=self._now)
 
     def remote_list_stale(self, *, claimed_seconds: float, unpolled_seconds: float
                           ) -> tuple[list[TaskRecord], list[TaskRecord]]:

@@ -81,12 +81,6 @@ class TaskOps(SqlCore):
 
         return self._tx(run)
 
-    def _fenced(self, task_id: str, token: str) -> sa.Update:
-        """An UPDATE that only touches the task while ``token`` holds its lease."""
-        return sa.update(tasks).where(
-            tasks.c.id == task_id, tasks.c.lease_token == token, tasks.c.state == "running"
-        )
-
     def task_heartbeat(self, task_id: str, token: str, lease_seconds: float) -> Heartbeat:
         stop = (
             sa.select(sa.or_(exports.c.cancel_requested.is_(True), exports.c.state.in_(DEAD)))
@@ -132,25 +126,6 @@ class TaskOps(SqlCore):
             self._events(conn, [{"task_id": task_id, "export_id": row.export_id,
                                  "kind": "commit", "lease_token": token,
                                  "worker": row.lease_owner, "at": row.updated_at}])
-            return True
-
-        return self._tx(run)
-
-    def _end_lease(self, task_id: str, token: str, kind: str, **values: Any) -> bool:
-        stmt = (
-            self._fenced(task_id, token)
-            .values(lease_owner=None, lease_token=None, lease_expires_at=None,
-                    updated_at=self._now, **values)
-            .returning(tasks.c.export_id, tasks.c.state, tasks.c.updated_at)
-        )
-
-        def run(conn: Connection) -> bool:
-            row = conn.execute(stmt).first()
-            if row is None:
-                return False
-            self._log_end(conn, task_id, token, "cancel" if row.state == "cancelled"
-                          else kind, row)
-            self._settle(conn, row.export_id)
             return True
 
         return self._tx(run)

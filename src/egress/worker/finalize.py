@@ -13,7 +13,6 @@ from egress.manager import export_source, open_sink
 from egress.redact import redact_url
 from egress.sources.trino import info_from_columns
 from egress.store.base import JobStore
-from egress.worker.remote import open_remote
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +26,8 @@ def finalize_export(store: JobStore, settings: Settings, export_id: str) -> bool
     if not tasks or any(t.state is not TaskState.DONE for t in tasks):
         return False
     url = settings.source_url(export.source)
-    remote = any(t.remote_mode for t in tasks)
     # a remote engine's tables are described as their result was (no catalog query)
-    source = open_remote(settings, export) if remote else export_source(settings, export)
+    source = export_source(settings, export)
     try:
         results = [
             TableResult(

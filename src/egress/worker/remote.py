@@ -47,6 +47,7 @@ from egress.sources.query import Query
 from egress.sources.trino import TrinoSource, info_from_columns, quote_literal
 from egress.sources.trino_client import QueryResults
 from egress.store.base import JobStore
+from egress.worker.finalize import finalize_export
 
 log = logging.getLogger(__name__)
 
@@ -286,10 +287,15 @@ class RemoteWork:
         cp = Checkpoint(rows=rows, bytes=size, files=tuple(files), done=True)
         spec = TaskSpec(table=task.table, format="parquet", compression="snappy",
                         part_rows=1, base_name=unload_folder(task))
+        # the manifest's schema: the table as the engine describes it
+        source = open_remote(self.settings, export)
+        try:
+            info = source.describe(task.table)
+        finally:
+            source.close()
+        columns = [[c.name, c.source_type] for c in info.columns]
         if self.store.remote_done(task, checkpoint=cp.to_json(), rows=rows, bytes=size,
-                                  spec=spec.to_json()):
-            from egress.worker.finalize import finalize_export
-
+                                  spec=spec.to_json(), columns=columns):
             finalize_export(self.store, self.settings, export.id)
         return "done"
 
