@@ -35,6 +35,10 @@ class TableView:
     attempts: int
     failures: int
     error: str | None
+    #: remote engines: the engine's query id, and what happened that users should know
+    #: (a restart from nothing, an unload that fell back to direct)
+    query_id: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,8 @@ def _tables(export: ExportRecord, tasks: Sequence[TaskRecord | TaskProgress]
     return tuple(
         TableView(table=t.table, status=shown_task_state(export.state, t.state), rows=t.rows,
                   rows_estimate=t.rows_estimate, bytes=t.bytes, attempts=t.attempts,
-                  failures=t.failures, error=t.error)
+                  failures=t.failures, error=t.error, query_id=getattr(t, "query_id", None),
+                  note=getattr(t, "remote_note", None))
         for t in tasks)
 
 

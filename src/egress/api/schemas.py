@@ -156,6 +156,11 @@ class TableProgress(BaseModel):
                                        "fails at the worker's max_attempts).")
     failures: int = Field(default=0, description="Every failure of the table, retried or not.")
     error: str | None = Field(description="The last error, in plain words.")
+    query_id: str | None = Field(default=None, description="Remote engines (Trino): the "
+                                 "engine's id of the table's query.")
+    note: str | None = Field(default=None, description="Remote engines: what happened that "
+                             "you should know (the table started over after its result was "
+                             "lost on the engine; an unload done directly).")
 
 
 class FilePublic(BaseModel):

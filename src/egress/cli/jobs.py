@@ -240,6 +240,8 @@ def _print_view(view: ExportView) -> None:
         estimate = f"/{t.rows_estimate:,}" if t.rows_estimate else ""
         error = f"  error: {t.error}" if t.error else ""
         click.echo(f"  {t.table:<24} {t.status:<9} {t.rows:,}{estimate} rows{error}")
+        if t.query_id:
+            click.echo(f"  {'':<24} query {t.query_id}" + (f"  note: {t.note}" if t.note else ""))
     for f in view.files:
         click.echo(f"  file {f.path}  {f.rows:,} rows  {f.bytes:,} bytes")
     if view.notice:

@@ -94,6 +94,7 @@ def test_jobs_create_and_a_worker(tmp_path: Path, trino: TrinoProtocolServer,
     assert ran.returncode == 0, ran.stderr
     shown = egress("jobs", "show", export_id, home=home)
     assert "completed" in shown.stdout, shown.stdout + shown.stderr
+    assert "query 20" in shown.stdout  # the engine's query id (Trino's: 2026…_…)
     files = list((home / "exports").rglob("items.csv"))
     assert len(files) == 1 and len(csv_rows(files[0])) == 41
 
@@ -119,6 +120,8 @@ def test_the_api_takes_role_and_client_tags(tmp_path: Path, settings: Settings,
             assert r.status_code == 202, r.text
             done = api.wait(r.json()["id"], "completed", timeout=60)
             assert done["status"] == "completed"
+            shown = client.get(f"/v1/exports/{done['id']}", headers=auth(tokens["admin"]))
+            assert shown.json()["tables"][0]["query_id"] in trino.queries
             post = next(r for r in trino.requests if r.method == "POST" and '"items"' in r.body)
             assert post.headers["X-Trino-Client-Tags"] == "egress-export,api,team-b"
             # a query needs exports:query, on a remote engine as anywhere
