@@ -182,8 +182,9 @@ class S3Sink:
                     ) from exc
                 delay = random.uniform(0, min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
                 log.warning(
-                    "s3 %s retry key=%s attempt=%d/%d delay=%.2f error=%s",
+                    "s3 %s retry key=%s attempt=%d/%d delay=%.2f error=%s %s",
                     op, key, attempt, self.max_attempts, delay, type(exc).__name__,
+                    error_code(exc) if isinstance(exc, ClientError) else "",
                     extra={"op": op, "key": key, "attempt": attempt},
                 )
                 self._sleep(delay)
