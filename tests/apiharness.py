@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from egress.config import ApiSettings, Settings, WorkerSettings
+from egress.config import ApiSettings, ExportDefaults, Settings, WorkerSettings
 from egress.domain.access import TokenRecord, hash_token, new_token
 from egress.domain.ids import new_id
 from egress.store.base import JobStore
@@ -34,6 +34,10 @@ def make_settings(home: Path, store_url: str, source_db: Path, **api: Any) -> Se
         worker=FAST_WORKER,
         api=replace(ApiSettings(link_signing_key=LINK_KEY), **api),
         allow_source_urls=False,
+        # moto lists every multipart upload as initiated on 2010-11-10: the reconciler's
+        # sweep of orphaned uploads would abort the upload of a running export (its first
+        # sweep runs when the worker starts). The sweep has tests of its own.
+        export=ExportDefaults(orphan_sweep_seconds=float("inf")),
     )
 
 
