@@ -147,3 +147,19 @@ def test_the_password_is_sent_as_basic_auth_over_tls_only_and_never_logged(
         client.submit("SELECT 1", role="analyst")  # nothing listens on port 1
     assert "env-s3cret-pw" not in str(failed.value)
     assert "env-s3cret-pw" not in caplog.text
+
+
+def test_a_sources_password_setting_reaches_the_url_and_stays_masked(tmp_path: Path) -> None:
+    from egress.config import load_settings
+    from egress.redact import redact_url
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "egress.toml").write_text(
+        '[sources.wh]\nurl = "trino+https://etl@trino.example:443/hive/sales"\n'
+        'password = "p@ss/word"\n')
+    url = load_settings(home, env={}).source_url("wh")
+    endpoint = TrinoEndpoint.parse(url)
+    assert endpoint.password == "p@ss/word" and endpoint.user == "etl"
+    assert endpoint.catalog == "hive" and endpoint.schema == "sales"
+    assert "p@ss" not in redact_url(url) and "word" not in redact_url(url)
