@@ -113,6 +113,31 @@ def test_cancel_a_running_export_is_seen_live(web: Web, slow_tables):
     web.assert_only_local_requests()
 
 
+def test_new_exports_appear_on_the_open_list_and_finish_live(web: Web, slow_tables):
+    slow_tables["events"] = 0.05
+    token = web.tokens["alpha"]
+    page = web.page()
+    web.sign_in(page, token)  # an empty list: no export yet
+    expect(page.locator("#empty")).to_be_visible()
+    page.evaluate(WATCH_BARS)
+    # created elsewhere (the API; the CLI would do the same) while the page is open
+    other = web.create(web.tokens["beta"], {"source": "main", "tables": ["users"]})
+    first = web.create(token, {"source": "main", "tables": ["events"]})
+    row = page.locator(f'tr[data-export="{first}"]')
+    expect(row).to_be_visible()
+    expect(page.locator("#empty")).to_have_count(0)
+    expect(row.locator("[data-role=status]")).to_have_text("completed")
+    second = web.create(token, {"source": "main", "tables": ["users"]})
+    expect(page.locator("tbody tr").first).to_have_attribute("data-export", second)
+    expect(page.locator(f'tr[data-export="{second}"] [data-role=status]')).to_have_text(
+        "completed")
+    assert page.evaluate("window.__noReload") is True  # no reload happened
+    assert max(page.evaluate("window.__bars")) == 100  # the bars moved live to the end
+    # another project's export never shows
+    assert page.locator(f'tr[data-export="{other}"]').count() == 0
+    web.assert_only_local_requests()
+
+
 def test_refused_wrong_token_other_project_and_missing_csrf(web: Web, slow_tables):
     slow_tables["events"] = 0.5
     beta_export = web.create(web.tokens["beta"], {"source": "main", "tables": ["users"]})

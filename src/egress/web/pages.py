@@ -6,6 +6,7 @@ by the signed-in token's project: another project's export answers "not found"."
 from __future__ import annotations
 
 from typing import Annotated, get_args
+from urllib.parse import urlencode
 
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
@@ -83,10 +84,15 @@ def exports_list(
     exports = manager.list_exports(store, principal.project, states=states, limit=PAGE_SIZE,
                                    before_id=before)
     items = export_summaries(store, exports, admin="admin" in principal.scopes)
-    live = [e.id for e in items if e.status not in TERMINAL]
+    params = [("id", e.id) for e in items if e.status not in TERMINAL]
+    if before is None:
+        # the newest page also announces exports created after it was drawn
+        params.append(("after", exports[0].id if exports else "exp_0"))
+        if status:
+            params.append(("status", status))
     return page(request, "list.html", items=items, status=status, states=get_args(StateFilter),
                 next_before=exports[-1].id if len(exports) == PAGE_SIZE else None,
-                live_url="/live/exports?" + "&".join(f"id={i}" for i in live) if live else "")
+                live_url="/live/exports?" + urlencode(params) if params else "")
 
 
 @router.get("/exports/{export_id}", dependencies=[Depends(needs("exports:read"))])

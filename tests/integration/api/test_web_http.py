@@ -4,6 +4,7 @@ isolation. The browser acceptance is in tests/browser."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -165,3 +166,44 @@ def test_another_projects_export_is_not_found_and_scopes_hold(site: Site):
     r = site.client.get("/exports/new")
     assert r.status_code == 403 and "exports:create" in r.text
     assert site.store.export_get("beta", beta_id).state == "queued"
+
+
+def _events(client: httpx.Client, url: str, wanted: int, seconds: float = 15.0) -> list[str]:
+    """The first ``wanted`` event lines (``event: …``) of the stream at ``url``."""
+    seen: list[str] = []
+    with client.stream("GET", url, timeout=seconds) as r:
+        assert r.status_code == 200, r.read()
+        for line in r.iter_lines():
+            if line.startswith("event:") or line.startswith("data:"):
+                seen.append(line)
+            if sum(1 for s in seen if s.startswith("event:")) >= wanted:
+                break
+    return seen
+
+
+def test_the_list_stream_announces_new_exports_of_the_project_only(site: Site):
+    alpha, beta = site.tokens["alpha"], site.tokens["beta"]
+    shown = site.create(alpha)
+    assert site.sign_in(alpha).status_code in (200, 303)
+    page = site.client.get("/exports").text
+    assert f"after={shown}" in page.replace("&amp;", "&")
+    import threading
+
+    made: list[str] = []
+
+    def create_later() -> None:
+        time.sleep(0.5)
+        made.append(site.create(beta))  # another project: never announced
+        made.append(site.create(alpha))
+
+    threading.Thread(target=create_later).start()
+    lines = _events(site.client, f"/live/exports?after={shown}", wanted=2)
+    created = [json.loads(lines[i + 1][5:]) for i, line in enumerate(lines)
+               if line == "event: created"]
+    assert created == [{"id": made[1]}], lines
+    # its row, as the list draws it; another project's export is not found
+    row = site.client.get(f"/live/rows?id={made[1]}")
+    assert row.status_code == 200 and f'data-export="{made[1]}"' in row.text
+    assert site.client.get(f"/live/rows?id={made[0]}").status_code == 404
+    # a stream with nothing to watch and nothing to look for is refused
+    assert site.client.get("/live/exports").status_code == 422

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from apiharness import LINK_KEY, Api, LiveServer, Tokens, auth
-from conftest import Warehouse, trino_url
 from egress.config import ApiSettings, Settings
 from egress.exceptions import ConfigError
 from egress.sources.trino_client import TrinoClient, TrinoEndpoint
 from egress.store.sql import SqlJobStore
 from trino_protocol import QueryPlan, Result, TrinoProtocolServer
+from trinoharness import Warehouse, trino_url
 
 
 def egress(*args: str, home: Path, env: Mapping[str, str] | None = None

@@ -14,7 +14,6 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SCALE, Warehouse, rows
 from egress.config import Settings
 from egress.domain.jobs import ExportState, TaskState
 from egress.manager import ExportRequest, cancel_export, create_export, export_root
@@ -22,6 +21,7 @@ from egress.store.sql import SqlJobStore
 from egress.worker.loop import Worker
 from egress.worker.runner import TaskRunner
 from trino_protocol import EngineError, QueryPlan, TrinoProtocolServer
+from trinoharness import SCALE, Warehouse, rows
 
 
 def create(store: SqlJobStore, settings: Settings, *tables: str, **options: Any) -> str:

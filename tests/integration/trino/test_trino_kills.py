@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCALE, Warehouse, rows, trino_url
 from egress.config import load_settings
 from egress.domain.jobs import ExportState, TaskState
 from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
 from jobsharness import start_worker, stop, wait_until
 from trino_protocol import QueryPlan, TrinoProtocolServer
+from trinoharness import SCALE, Warehouse, rows, trino_url
 
 pytestmark = pytest.mark.slow
 

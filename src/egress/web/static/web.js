@@ -47,7 +47,7 @@
   // One EventSource; closed on "end" (every watched export reached its final state).
   function watch(url, onEvent) {
     const source = new EventSource(url);
-    for (const kind of ["snapshot", "progress", "state", "gone"]) {
+    for (const kind of ["snapshot", "progress", "state", "gone", "created"]) {
       source.addEventListener(kind, (e) => onEvent(kind, JSON.parse(e.data)));
     }
     source.addEventListener("end", () => source.close());
@@ -65,9 +65,28 @@
     setBar(root, v.rows, v.rows_estimate, v.status);
   }
 
-  // The list: one stream for every unfinished export on the page.
+  // A new export (the newest page only): its row, drawn by the server, on top.
+  function addRow(table, id) {
+    if (table.querySelector('tr[data-export="' + id + '"]')) return;
+    fetch("/live/rows?id=" + encodeURIComponent(id), { credentials: "same-origin" })
+      .then((r) => (r.ok ? r.text() : ""))
+      .then((html) => {
+        if (!html || table.querySelector('tr[data-export="' + id + '"]')) return;
+        const body = table.tBodies[0];
+        body.insertAdjacentHTML("afterbegin", html);
+        localTimes(body.rows[0]);
+        table.classList.remove("js-hide-empty");
+        const empty = document.getElementById("empty");
+        if (empty) empty.remove();
+        const note = document.getElementById("live-note");
+        if (note) note.textContent = "New export " + id + " added.";
+      });
+  }
+
+  // The list: one stream for every unfinished export on the page (and new ones).
   function liveList(table) {
     watch(table.dataset.liveUrl, (kind, data) => {
+      if (kind === "created") { addRow(table, data.id); return; }
       const row = table.querySelector('tr[data-export="' + data.id + '"]');
       if (!row) return;
       if (kind === "state") {
