@@ -278,7 +278,7 @@ class RemoteWork:
         sink = open_sink(self.settings, export)
         files: list[FileRecord] = []
         for name, size in sink.list_files(unload_folder(task)):  # type: ignore[attr-defined]  # local and S3 sinks
-            with sink.open_reader(name, size) as reader:  # type: ignore[attr-defined]
+            with sink.open_reader(name, size) as reader:  # type: ignore[attr-defined]  # local and S3 sinks
                 rows = pq.ParquetFile(reader).metadata.num_rows
             files.append(FileRecord(name=name, rows=rows, size=size, crc32c=None,
                                     sha256=None, parts=1, first_key=None, last_key=None))
