@@ -507,3 +507,37 @@ def test_registry_and_keys(s3: S3Bucket, tmp_path: Path) -> None:
     child = sink.for_export("Acme/../Corp", "exp_1")
     assert child.prefix.startswith("a/b/Acme_.._Corp-") and child.prefix.endswith("/exp_1")
     assert child.prefix.count("/") == 3 and ".." not in child.prefix.split("/")
+
+
+def test_files_written_by_someone_else_are_listed_and_their_footers_read(
+        s3: S3Bucket, tmp_path: Path) -> None:
+    """What a remote engine's unload left under a folder: listed with sizes, and a
+    Parquet footer read by ranged GETs (the rows are counted without the data)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = S3Sink(s3.name, "lake/p/exp_1", endpoint_url=s3.server.endpoint)
+    assert sink.url_of("orders") == f"s3://{s3.name}/lake/p/exp_1/orders/"
+    sizes = {}
+    for i, n in enumerate((1000, 2500)):
+        buffer = io.BytesIO()
+        pq.write_table(pa.table({"id": list(range(n)), "name": [f"n{j}" for j in range(n)]}),
+                       buffer, row_group_size=700)
+        sizes[f"orders/part-{i}.parquet"] = len(buffer.getvalue())
+        s3.client.put_object(Bucket=s3.name, Key=f"lake/p/exp_1/orders/part-{i}.parquet",
+                             Body=buffer.getvalue())
+    s3.client.put_object(Bucket=s3.name, Key="lake/p/exp_1/other/x", Body=b"x")
+    listed = sink.list_files("orders")
+    assert listed == sorted(sizes.items())
+    rows = []
+    for name, size in listed:
+        with sink.open_reader(name, size) as reader:
+            rows.append(pq.ParquetFile(reader).metadata.num_rows)
+    assert rows == [1000, 2500]
+    local = LocalSink(tmp_path / "out")
+    (tmp_path / "out" / "t").mkdir()
+    (tmp_path / "out" / "t" / "a.parquet").write_bytes(b"1234")
+    assert local.list_files("t") == [("t/a.parquet", 4)]
+    assert local.url_of("t") == (tmp_path / "out" / "t").as_uri() + "/"

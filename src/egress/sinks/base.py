@@ -11,7 +11,7 @@ still holds as recorded, and rewinds the file to that point when they differ.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from egress.domain.checkpoint import PartRecord
 
@@ -67,3 +67,17 @@ class Sink(Protocol):
     def exists(self, name: str) -> bool: ...
 
     def delete(self, name: str) -> None: ...
+
+    # --- files written by someone else (a remote engine's unload) ---------------------
+
+    def url_of(self, folder: str) -> str:
+        """Where another writer puts ``folder`` of this sink (``s3://…/``, ``file://…/``)."""
+        ...
+
+    def list_files(self, folder: str) -> list[tuple[str, int]]:
+        """``(name, size)`` of every file under ``folder/``, in name order."""
+        ...
+
+    def open_reader(self, name: str, size: int) -> BinaryIO:
+        """A seekable reader of ``name`` (reading only what is read: a Parquet footer)."""
+        ...

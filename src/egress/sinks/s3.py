@@ -34,7 +34,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 import google_crc32c
 from botocore.exceptions import BotoCoreError, ClientError
@@ -416,10 +416,11 @@ class S3Sink:
                 return sorted(found)
             token = {"ContinuationToken": page["NextContinuationToken"]}
 
-    def open_reader(self, name: str, size: int) -> RangedReader:
+    def open_reader(self, name: str, size: int) -> BinaryIO:
         """A seekable reader of ``name`` that fetches only the ranges read (a Parquet
         footer without the data)."""
-        return RangedReader(self, self.key(name), size)
+        return io.BufferedReader(RangedReader(self, self.key(name), size),
+                                 buffer_size=64 * 1024)
 
     def url_of(self, folder: str) -> str:
         """Where a remote engine writes ``folder`` of this sink."""

@@ -110,7 +110,7 @@ class RemoteWork:
         try:
             sink = open_sink(self.settings, export)
             if task.remote_mode == "unload":
-                sql = unload_sql(source, task.table, sink.url_of(unload_folder(task)))  # type: ignore[attr-defined]  # local and S3 sinks
+                sql = unload_sql(source, task.table, sink.url_of(unload_folder(task)))
             else:
                 sql = source.result_sql(task.table)
             results = self._first_call(source, sql)
@@ -277,8 +277,8 @@ class RemoteWork:
 
         sink = open_sink(self.settings, export)
         files: list[FileRecord] = []
-        for name, size in sink.list_files(unload_folder(task)):  # type: ignore[attr-defined]  # local and S3 sinks
-            with sink.open_reader(name, size) as reader:  # type: ignore[attr-defined]  # local and S3 sinks
+        for name, size in sink.list_files(unload_folder(task)):
+            with sink.open_reader(name, size) as reader:
                 rows = pq.ParquetFile(reader).metadata.num_rows
             files.append(FileRecord(name=name, rows=rows, size=size, crc32c=None,
                                     sha256=None, parts=1, first_key=None, last_key=None))
