@@ -70,17 +70,18 @@ def best(runs: list[Measured]) -> Measured:
                     min(r.cpu_seconds for r in ok))
 
 
-def output_bytes(path: Path) -> int:
-    """Bytes of the data files under ``path`` (a file, or an export directory without its
-    state, manifest and marker)."""
+def output_size(path: Path) -> tuple[int, int]:
+    """Bytes and number of the data files under ``path`` (a file, or an export
+    directory without its state, manifest and marker)."""
     if path.is_file():
-        return path.stat().st_size
-    total = 0
+        return path.stat().st_size, 1
+    total = files = 0
     for p in path.rglob("*"):
         if p.is_file() and ".egress" not in p.parts and p.name not in ("manifest.json",
                                                                          "_SUCCESS"):
             total += p.stat().st_size
-    return total
+            files += 1
+    return total, files
 
 
 def steadiness(timings_file: Path) -> tuple[float, float] | None:

@@ -34,6 +34,9 @@ class Result:
     tool_bytes: int | None
     #: the largest egress/tool ratio the issue allows (None: figures only)
     target: float | None
+    #: data files written (None: not counted, in results saved before files were)
+    egress_files: int | None = None
+    tool_files: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Result:
@@ -71,6 +74,10 @@ def _mark(ok: bool | None) -> str:
     return "" if ok is None else (" ✓" if ok else " ✗")
 
 
+def _count(n: int | None) -> str:
+    return "–" if n is None else f"{n:,}"
+
+
 def _mb(n: int | None) -> str:
     return "–" if n is None else f"{n / 1e6:,.0f}"
 
@@ -105,10 +112,10 @@ def _cpu(m: Measured | None) -> str:
 
 def results_table(results: list[Result]) -> str:
     lines = [
-        "| source | rows | format | egress s | egress CPU s | egress RSS MB | out MB "
+        "| source | rows | format | egress s | egress CPU s | egress RSS MB | out MB | files "
         "| last/first 10 % wall / CPU | tool | tool s | tool CPU s | tool RSS MB | tool out MB "
-        "| egress/tool | CPU egress/tool | target |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
+        "| tool files | egress/tool | CPU egress/tool | target |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         ratio = r.ratio
@@ -117,9 +124,11 @@ def results_table(results: list[Result]) -> str:
         ok = None if ratio is None or r.target is None else ratio <= r.target
         lines.append(
             f"| {r.source} | {r.rows:,} | {r.case} | {_secs(r.egress)} | {_cpu(r.egress)} "
-            f"| {_rss(r.egress)} | {_mb(r.egress_bytes)} | {steady} | {_cell(r.tool or '–')} "
+            f"| {_rss(r.egress)} | {_mb(r.egress_bytes)} | {_count(r.egress_files)} | {steady} "
+            f"| {_cell(r.tool or '–')} "
             f"| {_secs(r.tool_run)} | {_cpu(r.tool_run)} | {_rss(r.tool_run)} "
-            f"| {_mb(r.tool_bytes)} | {'–' if ratio is None else f'{ratio:.2f}×'}{_mark(ok)} "
+            f"| {_mb(r.tool_bytes)} | {_count(r.tool_files)} "
+            f"| {'–' if ratio is None else f'{ratio:.2f}×'}{_mark(ok)} "
             f"| {'–' if r.cpu_ratio is None else f'{r.cpu_ratio:.2f}×'} "
             f"| {'–' if r.target is None else f'≤ {r.target}×'} |"
         )

@@ -29,7 +29,7 @@ from pathlib import Path
 import data
 import report
 import tools
-from measure import Measured, best, measure, output_bytes, steadiness
+from measure import Measured, best, measure, output_size, steadiness
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = Path(__file__).resolve().parent / "child.py"
@@ -40,7 +40,7 @@ TARGETS = {("csv", "none"): 1.3, ("jsonl", "none"): 1.6, ("parquet", "none"): 1.
 #: What every egress process pays before it reads a row: Python and egress's imports.
 BASELINE = "import egress.oneshot, egress.sources.sqlite, egress.sources.postgres"
 Steadiness = tuple[float, float] | None
-DUCKDB_CODECS = {"none": "uncompressed", "zstd": "zstd", "gzip": "gzip"}
+DUCKDB_CODECS = {"none": "uncompressed", "zstd": "zstd", "gzip": "gzip", "snappy": "snappy"}
 
 
 def parse_case(text: str) -> tuple[str, str]:
@@ -70,17 +70,20 @@ def tool_for(
     return tools.csv_tool(kind, source, data.TABLE, work / "tool.csv")
 
 
-def run_tool(tool: tools.Tool) -> tuple[Measured, int | None]:
+Size = tuple[int, int] | None  # bytes and files of an output
+
+
+def run_tool(tool: tools.Tool) -> tuple[Measured, Size]:
     tool.out.unlink(missing_ok=True)
     run = measure(tool.argv, stdout=tool.out if tool.stdout else None)
-    size = output_bytes(tool.out) if run.error is None else None
+    size = output_size(tool.out) if run.error is None else None
     tool.out.unlink(missing_ok=True)
     return run, size
 
 
 def run_egress(
     url: str, fmt: str, compression: str, work: Path, profile: Path | None = None
-) -> tuple[Measured, int | None, Steadiness]:
+) -> tuple[Measured, Size, Steadiness]:
     """One export in a fresh process: (measurement, output bytes, steadiness)."""
     out, timings = work / "egress-out", work / "timings.json"
     shutil.rmtree(out, ignore_errors=True)
@@ -91,14 +94,14 @@ def run_egress(
     run = measure(argv)
     size = steady = None
     if run.error is None:
-        size, steady = output_bytes(out), steadiness(timings)
+        size, steady = output_size(out), steadiness(timings)
     shutil.rmtree(out, ignore_errors=True)
     return run, size, steady
 
 
 def run_pair(
     tool: tools.Tool | None, url: str, fmt: str, compression: str, work: Path, repeat: int
-) -> tuple[Measured | None, int | None, Measured, int | None, Steadiness]:
+) -> tuple[Measured | None, Size, Measured, Size, Steadiness]:
     """The tool and egress taking turns ``repeat`` times, so that both meet the same load
     of a shared machine; best of each, with the steadiness of egress's fastest run."""
     tool_runs, egress_runs = [], []
@@ -215,9 +218,12 @@ def main(argv: list[str] | None = None) -> int:
                     result = report.Result(
                         source=kind, rows=rows,
                         case=fmt if compression == "none" else f"{fmt}.{compression}",
-                        egress=egress, egress_bytes=size or 0, steadiness=steady,
+                        egress=egress, egress_bytes=size[0] if size else 0,
+                        egress_files=size[1] if size else None, steadiness=steady,
                         tool=tool.name if tool else None, tool_run=tool_run,
-                        tool_bytes=tool_size, target=TARGETS.get((fmt, compression)),
+                        tool_bytes=tool_size[0] if tool_size else None,
+                        tool_files=tool_size[1] if tool_size else None,
+                        target=TARGETS.get((fmt, compression)),
                     )
                     results.append(result)
                     peak_load = max(peak_load, os.getloadavg()[0])

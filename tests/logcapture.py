@@ -7,7 +7,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-from egress.logs import KeyValueFormatter
+from egress.logs import QUIET_LIBRARIES, KeyValueFormatter
 
 
 class LogCapture(logging.Handler):
@@ -30,6 +30,10 @@ def capturing_logs(skip_thread: int | None = None) -> Iterator[LogCapture]:
     """The root logger at DEBUG into a :class:`LogCapture`, restored afterwards."""
     root = logging.getLogger()
     handler, level = LogCapture(skip_thread), root.level
+    # an earlier in-process CLI run may have quietened the libraries (egress.logs)
+    quiet = {name: logging.getLogger(name).level for name in QUIET_LIBRARIES}
+    for name in quiet:
+        logging.getLogger(name).setLevel(logging.NOTSET)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
     try:
@@ -37,3 +41,5 @@ def capturing_logs(skip_thread: int | None = None) -> Iterator[LogCapture]:
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+        for name, was in quiet.items():
+            logging.getLogger(name).setLevel(was)

@@ -15,7 +15,7 @@ from egress.domain.predicate import Predicate
 from egress.engine.plan import format_options
 from egress.engine.selection import check_selection, selected_schema
 from egress.exceptions import ConfigError
-from egress.formats import check_format, get_compression, make_format
+from egress.formats import get_compression, make_format, resolve_compression
 from egress.manager import open_export_source
 from egress.sources import source_kind
 from egress.sources.base import Source, TableInfo
@@ -77,7 +77,7 @@ def _sample_bytes_per_row(
     if rows == 0:
         return None
     body = encoder.finish()
-    if not fmt.self_contained:
+    if not fmt.inner_compression:
         body = get_compression(compression).compress(body)
     return len(body) / rows
 
@@ -89,13 +89,12 @@ def estimate_export(
     *,
     all_tables: bool = False,
     format: str = "csv",
-    compression: str = "none",
+    compression: str | None = None,
     select: dict[str, Any] | None = None,
     query: Query | None = None,
     store: JobStore | None = None,
 ) -> Estimate:
-    check_format(format)
-    get_compression(compression)
+    compression = resolve_compression(format, compression)
     source = open_export_source(settings, settings.source_url(source_name), query)
     try:
         if query is not None:

@@ -11,7 +11,7 @@ import json
 import re
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
 from egress.engine.manifest import MANIFEST, SUCCESS
 from egress.engine.selection import check_selection
 from egress.exceptions import ConfigError, NotFoundError
-from egress.formats import check_format, get_compression
+from egress.formats import resolve_compression
 from egress.sinks import sink_from_destination
 from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
@@ -64,7 +64,8 @@ class ExportRequest:
     tables: tuple[str, ...] = ()
     all_tables: bool = False
     format: str = "csv"
-    compression: str = "none"
+    #: None: the format's default (Parquet: zstd inside the files; text formats: none)
+    compression: str | None = None
     destination: str = "local"
     options: dict[str, Any] = field(default_factory=dict)
     callback_url: str | None = None
@@ -166,10 +167,16 @@ def create_export(
     (ActiveLimitError).
     """
     check_project(project)
-    check_format(request.format)
-    get_compression(request.compression)
-    settings.destination(request.destination)
     options = _check_options(request.options)
+    unload = options.get("mode") == "unload"
+    if unload and (request.format != "parquet"
+                   or request.compression not in (None, "none", "snappy")):
+        raise ConfigError("mode unload: the engine writes Parquet (Snappy) itself; ask for "
+                          "format parquet without compression")
+    compression = "snappy" if unload else resolve_compression(request.format,
+                                                              request.compression)
+    request = replace(request, compression=compression)
+    settings.destination(request.destination)
     url = settings.source_url(request.source)
     query = Query.from_json(options["query"]) if "query" in options else None
     if query is not None and (request.tables or request.all_tables):
@@ -178,10 +185,6 @@ def create_export(
     given = [k for k in REMOTE_OPTIONS if options.get(k) is not None]
     if given and not remote:
         raise ConfigError(f"{', '.join(given)} apply to remote engines (trino://…) only")
-    if options.get("mode") == "unload" and (request.format, request.compression) != (
-            "parquet", "none"):
-        raise ConfigError("mode unload: the engine writes Parquet (Snappy) itself; ask for "
-                          "format parquet without compression")
     source = open_export_source(settings, url, query)
     if remote:  # the catalog is read as the export's role
         source.role = options.get("role")  # type: ignore[attr-defined]  # remote sources
@@ -209,7 +212,7 @@ def create_export(
         source=request.source,
         tables=tuple(tables),
         format=request.format,
-        compression=request.compression,
+        compression=compression,
         destination=request.destination,
         state=ExportState.QUEUED,
         options=options,

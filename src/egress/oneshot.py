@@ -27,7 +27,14 @@ from typing import Any, Protocol
 
 from egress.config import default_home
 from egress.domain.checkpoint import Checkpoint, TaskSpec
-from egress.engine.manifest import MANIFEST, SUCCESS, TableResult, build_manifest, write_manifest
+from egress.engine.manifest import (
+    MANIFEST,
+    SUCCESS,
+    TableResult,
+    build_manifest,
+    rows_from_footers,
+    write_manifest,
+)
 from egress.engine.naming import STATE_DIR
 from egress.engine.plan import DEFAULT_PART_SIZE, fit_part_budget, plan_task
 from egress.engine.sizes import MAX_VALUE_BYTES, SizeLimits
@@ -39,7 +46,7 @@ from egress.exceptions import (
     ResumeMismatchError,
     SinkError,
 )
-from egress.formats import check_format, get_compression
+from egress.formats import resolve_compression
 from egress.leftovers import Leftovers
 from egress.redact import redact_url, without_password
 from egress.sinks import is_local, open_sink
@@ -115,7 +122,7 @@ def export(
     *,
     to: str | os.PathLike[str],
     format: str = "csv",
-    compression: str = "none",
+    compression: str | None = None,
     all_tables: bool = False,
     max_file_size: int | None = None,
     part_size: int = DEFAULT_PART_SIZE,
@@ -156,8 +163,7 @@ def export(
     A remote engine (``trino://…``) runs the queries as ``role`` (required), with
     ``client_tags``; its result is streamed in this process (docs/trino.md).
     """
-    check_format(format)
-    get_compression(compression)
+    compression = resolve_compression(format, compression)
     if max_file_size is not None and max_file_size <= 0:
         raise ConfigError(f"max file size must be positive, got {max_file_size}")
     if part_rows is not None and part_rows <= 0:
@@ -300,7 +306,7 @@ def _export(
             results.append(TableResult(spec, info, cp))
         manifest = build_manifest(
             source=redact_url(source),
-            results=results,
+            results=rows_from_footers(sink, results),
             started_at=dt.datetime.fromisoformat(state.data["started_at"]),
             finished_at=dt.datetime.now(dt.UTC),
             destination=sink.location,

@@ -43,7 +43,9 @@ CASES = [
     pytest.param("jsonl", "gzip", (), id="jsonl-gzip"),
     pytest.param("json", "none", ("--max-file-size", "10MB"), id="json-split"),
     pytest.param("sql", "gzip", (), id="sql-gzip"),
-    pytest.param("parquet", "zstd", (), id="parquet"),
+    # files of many parts (row groups of 5,000 rows), several files: kills land inside a
+    # file and between files
+    pytest.param("parquet", "zstd", ("--max-file-size", "3MB"), id="parquet"),
 ]
 
 
@@ -167,12 +169,31 @@ def keys_in(out: Path, fmt: str, compression: str, table: str) -> list[object]:
     return keys
 
 
+def check_parquet_layout(out: Path) -> None:
+    """DuckDB reads every file and sees row groups of 5,000 rows (the part rows), zstd."""
+    import duckdb
+
+    files = sorted(str(p) for p in (out / "events").glob("*.parquet"))
+    assert len(files) > 1
+    con = duckdb.connect()
+    listed = ", ".join(f"'{f}'" for f in files)
+    assert con.sql(f"SELECT count(*) FROM read_parquet([{listed}])").fetchall() == [(EVENTS,)]
+    for f in files:
+        groups = con.sql(f"SELECT DISTINCT row_group_id, row_group_num_rows, compression "
+                         f"FROM parquet_metadata('{f}') ORDER BY 1").fetchall()
+        assert len(groups) > 1
+        assert {g[2] for g in groups} == {"ZSTD"}
+        assert {g[1] for g in groups[:-1]} == {5000}
+
+
 def check_rows(out: Path, fmt: str, compression: str) -> None:
     events = [int(k) for k in keys_in(out, fmt, compression, "events")]  # type: ignore[call-overload]
     assert events == list(range(1, EVENTS + 1))  # every row once, in key order
     users = [int(k) for k in keys_in(out, fmt, compression, "users")]  # type: ignore[call-overload]
     assert users == list(range(1, USERS + 1))
     assert len(keys_in(out, fmt, compression, "edge_cases")) == 12
+    if fmt == "parquet":
+        check_parquet_layout(out)
 
 
 @pytest.mark.parametrize(("fmt", "compression", "extra"), CASES)

@@ -34,9 +34,13 @@ pytestmark = pytest.mark.slow
 SEED = 4242
 KILLS = 20
 COMMON: dict[str, Any] = dict(
-    tables=["events", "users"], format="csv", compression="gzip", part_rows=25,
-    max_file_size=60_000, slice_seconds=0.5,
+    tables=["events", "users"], part_rows=25, max_file_size=60_000, slice_seconds=0.5,
 )
+#: Parquet: row groups of 8 rows, a part grown to the minimum part size (several row
+#: groups), files of about 60 kB: kills land inside files and between them
+FORMATS = [pytest.param({"format": "csv", "compression": "gzip"}, id="csv-gzip"),
+           pytest.param({"format": "parquet", "compression": "zstd", "part_rows": 8},
+                        id="parquet-zstd")]
 SINK = {"min_part_bytes": TEST_MIN_PART, "backoff": 0.01}
 
 CHILD = textwrap.dedent(
@@ -97,6 +101,31 @@ def make_db(path: Path, rows: int = 3000) -> str:
     return f"sqlite:///{path}"
 
 
+def check_parquet(objects: dict[str, bytes], work: Path) -> None:
+    """pyarrow and DuckDB read every file; its row groups are of 8 rows (several a
+    part), zstd, and the manifest's row counts are the footers'."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    work.mkdir()
+    manifest = json.loads(objects["manifest.json"])
+    con = duckdb.connect()
+    events = [f for f in manifest["files"] if f["table"] == "events"]
+    assert len(events) > 1
+    parts = groups_seen = 0
+    for entry in manifest["files"]:
+        path = work / entry["name"].replace("/", "_")
+        path.write_bytes(objects[entry["name"]])
+        assert pq.read_metadata(path).num_rows == entry["rows"]
+        groups = con.sql(f"SELECT DISTINCT row_group_id, row_group_num_rows, compression "
+                         f"FROM parquet_metadata('{path}') ORDER BY 1").fetchall()
+        assert {g[1] for g in groups[:-1]} == {8} and {g[2] for g in groups} == {"ZSTD"}
+        assert con.sql(f"SELECT count(*) FROM '{path}'").fetchall() == [(entry["rows"],)]
+        parts, groups_seen = parts + entry["parts"], groups_seen + len(groups)
+    assert groups_seen > parts  # parts of several row groups (grown to the minimum)
+    assert sum(f["rows"] for f in events) == 3000
+
+
 def _stored_lines(log: Path) -> int:
     try:
         return sum(1 for line in log.read_text().splitlines() if _STORED.match(line))
@@ -135,15 +164,17 @@ def _run_child(cmd: list[str], log: Path, rnd: random.Random | None) -> bool:
     return False
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_killed_s3_export_is_byte_identical_and_never_resends_a_committed_part(
-    s3: S3Bucket, tmp_path: Path
+    s3: S3Bucket, tmp_path: Path, fmt: dict[str, str]
 ) -> None:
     source = make_db(tmp_path / "db.sqlite")
-    egress.export(source, to=s3.url("ref"), sink_options=SINK, fsync=False, **COMMON)
+    common = {**COMMON, **fmt}
+    egress.export(source, to=s3.url("ref"), sink_options=SINK, fsync=False, **common)
 
     log = tmp_path / "child.log"
     args = {"source": source, "to": s3.url("kill"), "state_dir": str(tmp_path / "state"),
-            "sink": SINK, "common": COMMON, "log": str(log)}
+            "sink": SINK, "common": common, "log": str(log)}
     cmd = [sys.executable, "-c", CHILD, json.dumps(args)]
     rnd = random.Random(SEED)
     kills = 0
@@ -168,6 +199,8 @@ def test_killed_s3_export_is_byte_identical_and_never_resends_a_committed_part(
     assert mref == mgot
     assert s3.uploads() == []
     assert not (tmp_path / "state").exists()
+    if fmt["format"] == "parquet":
+        check_parquet(got, tmp_path / "read")
 
     # no part was uploaded again once it was committed
     committed: set[tuple[str, int]] = set()

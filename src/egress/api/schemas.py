@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Format = Literal["csv", "jsonl", "json", "sql", "parquet"]
-Compression = Literal["none", "gzip", "zstd"]
+Compression = Literal["none", "gzip", "zstd", "snappy"]
 Operator = Literal["=", "!=", "<", "<=", ">", ">=", "in", "is_null", "not_null"]
 #: The store's states, which a listing can filter by.
 StateFilter = Literal["queued", "running", "completed", "failed", "cancelled"]
@@ -108,7 +108,10 @@ class ExportCreate(_Request):
         default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
         description="With `query`: the output's name (default `query`: query.csv, …).")
     format: Format = "csv"
-    compression: Compression = "none"
+    compression: Compression | None = Field(
+        default=None, description="none, gzip or zstd; Parquet compresses inside its files "
+                                  "(none, snappy, gzip, zstd; default zstd). Default: none, "
+                                  "but zstd for Parquet.")
     destination: str = Field(default="local", min_length=1, max_length=128,
                              description="Name of a configured destination.")
     max_file_size: int | None = Field(

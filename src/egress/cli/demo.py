@@ -40,10 +40,9 @@ def demo_command(
     ctx: click.Context, rows: int, out: Path | None, fmt: str, compression: str, quiet: bool
 ) -> None:
     """Build a demo database (users, products, orders, events, edge cases) and export it."""
-    from egress.formats import check_format, get_compression
+    from egress.formats import resolve_compression
 
-    check_format(fmt)
-    get_compression(compression)
+    resolve_compression(fmt, compression)
     base = (out or default_demo_dir()).resolve()
     sizes = DemoSizes.for_rows(rows)
     started = time.monotonic()

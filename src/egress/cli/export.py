@@ -26,7 +26,7 @@ from egress.cli.params import SIZE, Size, parse_delimiter
 from egress.cli.signals import GracefulStop, run_in_thread, write_stderr
 from egress.engine.plan import DEFAULT_PART_SIZE
 from egress.exceptions import ConfigError
-from egress.formats import COMPRESSIONS, FORMATS, check_format, get_compression
+from egress.formats import COMPRESSIONS, FORMATS, check_format, resolve_compression
 from egress.redact import without_password
 
 
@@ -39,7 +39,7 @@ class ExportArgs:
     format: str
     tables: tuple[str, ...] = ()
     all_tables: bool = False
-    compression: str = "none"
+    compression: str | None = None
     max_file_size: Size | None = None
     part_size: Size | None = None
     max_value_size: Size | None = None
@@ -76,7 +76,7 @@ class ExportArgs:
             argv += ["--role", self.role]
         for tag in self.client_tags:
             argv += ["--client-tag", tag]
-        if self.compression != "none":
+        if self.compression is not None:
             argv += ["--compression", self.compression]
         if self.max_file_size is not None:
             argv += ["--max-file-size", self.max_file_size.text]
@@ -134,7 +134,7 @@ def run_export(
     from egress.oneshot import export
 
     check_format(args.format)
-    get_compression(args.compression)
+    resolve_compression(args.format, args.compression)
     if args.tables and args.all_tables:
         raise ConfigError("use --table NAME (repeatable) or --all, not both")
     if args.query is not None and (args.tables or args.all_tables):
@@ -288,8 +288,9 @@ def _size(n: int) -> str:
                    "(required for them).")
 @click.option("--client-tag", "client_tags", multiple=True, metavar="TAG",
               help="Remote engines: a client tag for the export's queries; repeatable.")
-@click.option("--compression", default="none", show_default=True, metavar="NAME",
-              help=f"{', '.join(sorted(COMPRESSIONS))} (Parquet: the codec inside the files).")
+@click.option("--compression", default=None, metavar="NAME",
+              help=f"{', '.join(sorted(COMPRESSIONS))}; Parquet: the codec inside the files "
+                   "(none, snappy, gzip, zstd; default zstd). Default: none for text formats.")
 @click.option("--max-file-size", type=SIZE, default=None,
               help="Start a new numbered file past this size (64MB, 1GiB…).")
 @click.option("--part-size", type=SIZE, default=None,

@@ -102,8 +102,9 @@ def jobs() -> None:
 @click.option("--all", "all_tables", is_flag=True, help="Every table of the source.")
 @click.option("--format", "fmt", default="csv", show_default=True, metavar="FORMAT",
               help=f"Output format: {', '.join(sorted(FORMATS))}.")
-@click.option("--compression", default="none", show_default=True, metavar="NAME",
-              help=f"{', '.join(sorted(COMPRESSIONS))} (Parquet: the codec inside the files).")
+@click.option("--compression", default=None, metavar="NAME",
+              help=f"{', '.join(sorted(COMPRESSIONS))}; Parquet: the codec inside the files "
+                   "(none, snappy, gzip, zstd; default zstd). Default: none for text formats.")
 @click.option("--destination", default="local", show_default=True,
               help="A destination of egress.toml (local: the home's exports/ directory).")
 @click.option("--delimiter", help="CSV field delimiter (default ',').")

@@ -10,6 +10,7 @@ replaced, never mutated: ``run_slice`` returns a new one after each commit.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,16 +67,23 @@ class PartRecord:
     etag: str | None = None
     #: Key of the part's last row: where reading resumes when a file is rewound to here.
     last_key: Key | None = None
+    #: What the file's footer needs of this part (Parquet: its row groups' metadata).
+    metas: tuple[bytes, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["last_key"] = encode_key(self.last_key)
+        if self.metas:
+            data["metas"] = [base64.b64encode(m).decode() for m in self.metas]
+        else:
+            del data["metas"]
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PartRecord:
         data = dict(data)
         data["last_key"] = decode_key(data.get("last_key"))
+        data["metas"] = tuple(base64.b64decode(m) for m in data.get("metas", ()))
         return cls(**data)
 
 

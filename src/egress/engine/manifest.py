@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from egress._version import __version__
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.keys import Key
 from egress.engine.naming import MANIFEST, SUCCESS, assert_data_names_allowed
+from egress.exceptions import DataError
 from egress.sinks.base import Sink
 from egress.sources.base import Column, TableInfo
 
@@ -21,6 +23,32 @@ class TableResult:
     spec: TaskSpec
     table: TableInfo
     checkpoint: Checkpoint
+
+
+def rows_from_footers(sink: Sink, results: Sequence[TableResult]) -> list[TableResult]:
+    """``results`` with each Parquet file's rows as its footer says, read back from the
+    sink (a ranged read of the footer on S3), not as the checkpoint remembers them. A
+    file whose footer disagrees with what was committed fails the export: its manifest
+    would describe another file."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for r in results:
+        if r.spec.format != "parquet":
+            out.append(r)
+            continue
+        files = []
+        for f in r.checkpoint.files:
+            with sink.open_reader(f.name, f.size) as reader:
+                rows = pq.ParquetFile(reader).metadata.num_rows
+            if f.crc32c is not None and rows != f.rows:  # egress wrote it: it must agree
+                raise DataError(
+                    f"{f.name}: its Parquet footer counts {rows} rows where {f.rows} were "
+                    "committed; the file was changed outside egress or is damaged")
+            files.append(dataclasses.replace(f, rows=rows))
+        cp = r.checkpoint.evolve(files=tuple(files), rows=sum(f.rows for f in files))
+        out.append(TableResult(r.spec, r.table, cp))
+    return out
 
 
 def _json_value(v: Any) -> Any:

@@ -26,7 +26,7 @@ _RESERVED = frozenset(n.casefold() for n in RESERVED_NAMES)
 
 
 def _name(base: str, numbered: bool, index: int, fmt: Format, compression: Compression) -> str:
-    if fmt.self_contained:
+    if fmt.dataset:
         return f"{base}/part-{index:05d}.{fmt.extension}"
     number = f"-{index:05d}" if numbered else ""
     return f"{base}{number}.{fmt.extension}{compression.suffix}"

@@ -12,7 +12,7 @@ from egress.domain.predicate import Predicate
 from egress.engine.naming import output_base_name
 from egress.engine.selection import selected_schema
 from egress.engine.sizes import SizeLimits, check_batch
-from egress.formats import get_compression, make_format
+from egress.formats import get_compression, make_format, resolve_compression
 from egress.sources.base import Source, TableInfo
 
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
@@ -41,7 +41,7 @@ def plan_task(
     table: TableInfo,
     *,
     format: str,
-    compression: str = "none",
+    compression: str | None = None,
     part_size: int = DEFAULT_PART_SIZE,
     part_rows: int | None = None,
     max_file_size: int | None = None,
@@ -53,19 +53,24 @@ def plan_task(
 ) -> TaskSpec:
     """A task for ``table`` (only ``columns`` and the rows matching ``predicate``, if
     given: checked by ``engine.selection``). Rows per part come from ``part_rows`` or
-    from encoding a sample of the first rows, so that a part is about ``part_size`` bytes."""
-    get_compression(compression)
+    from encoding a sample of the first rows, so that a part is about ``part_size`` bytes
+    (the format's own part size if it has one: a Parquet row group). No ``compression``
+    is the format's default; no ``max_file_size`` the format's default file size."""
+    compression = resolve_compression(format, compression)
     opts = format_options(format, source, table, compression, options or {})
     fmt = make_format(format, opts)
     if part_rows is None:
-        part_rows = _rows_for_size(source, table, fmt, part_size, columns, predicate,
-                                   limits or SizeLimits())
+        part_rows = _rows_for_size(source, table, fmt, fmt.part_bytes or part_size, columns,
+                                   predicate, limits or SizeLimits())
+        part_rows = min(part_rows, fmt.max_part_rows or MAX_PART_ROWS)
+    max_file_size = max_file_size or fmt.file_size
+    outer = "none" if fmt.inner_compression else compression
     return TaskSpec(
         table=table.name,
         format=format,
         compression=compression,
         part_rows=max(1, int(part_rows)),
-        base_name=output_base_name(table.name, fmt, get_compression(compression),
+        base_name=output_base_name(table.name, fmt, get_compression(outer),
                                    numbered=bool(max_file_size)),
         format_options=opts,
         min_part_bytes=min_part_bytes,
@@ -106,7 +111,7 @@ def fit_part_budget(
 ) -> TaskSpec:
     """Grow rows per part so that a file's estimated parts stay within the sink's limit
     (S3: 10,000 per object), with a fifth left for a low row estimate."""
-    if max_parts is None or make_format(spec.format, spec.format_options).self_contained:
+    if max_parts is None:
         return spec
     budget = max_parts * 0.8
     parts = (info.row_estimate or 0) / spec.part_rows

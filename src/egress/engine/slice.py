@@ -81,6 +81,8 @@ class _Part:
     first_key: Key | None
     last_key: Key | None
     exhausted: bool
+    #: the encoders' ``meta``, one per chunk that had one (Parquet: its footer)
+    metas: tuple[bytes, ...] = ()
 
 
 @dataclass
@@ -108,7 +110,7 @@ class Task:
 
     def __post_init__(self) -> None:
         self.fmt = make_format(self.spec.format, self.spec.format_options)
-        outer = "none" if self.fmt.self_contained else self.spec.compression
+        outer = "none" if self.fmt.inner_compression else self.spec.compression
         self.compression = get_compression(outer)
         # a column subset is selected from full batches: key columns stay readable
         self._schema = selected_schema(self.table, self.spec.columns)
@@ -154,15 +156,21 @@ class Task:
         known as the part grows and the chunks concatenate into one valid stream.
         """
         spec, fmt = self.spec, self.fmt
-        opens = cp.open_file is None
-        rows_before = 0 if opens else cp.open_file.rows  # type: ignore[union-attr]  # not opens: a file is open
+        of = cp.open_file
+        opens = of is None
+        rows_before = 0 if of is None else of.rows
+        # where the part starts in its file (Parquet's row groups are placed by offset)
+        start = 0 if of is None else of.size
+        header = fmt.header(self._schema) if opens else b""
         after, rows = cp.cursor, 0
         first_key: Key | None = None
         last_key: Key | None = None
         chunks: list[bytes] = []
+        metas: list[bytes] = []
         size = 0
         while True:
-            encoder = fmt.part_encoder(self._schema, rows_before + rows)
+            offset = start + (size if chunks else len(header))
+            encoder = fmt.part_encoder(self._schema, rows_before + rows, offset)
             got = 0
             with closing_iterator(self.pages().page(after)) as it:
                 for batch in it:
@@ -175,20 +183,22 @@ class Task:
                         return None
             rows += got
             body = encoder.finish()
+            if encoder.meta is not None:
+                metas.append(encoder.meta)
             first_of_file = opens and not chunks
             if first_of_file:
-                body = fmt.header(self._schema) + body
+                body = header + body
             if body or first_of_file:
                 # even an empty file is a valid stream (one empty gzip member, zstd frame)
                 chunks.append(self.compression.compress(body))
                 size += len(chunks[-1])
             exhausted = got < spec.part_rows
-            if exhausted or fmt.self_contained or size >= spec.min_part_bytes:
+            if exhausted or size >= spec.min_part_bytes:
                 break
             after = last_key
         if droppable and self.clock() > deadline + self.grace:
             return None  # encoding and compressing took us past the grace: not stored
-        return _Part(b"".join(chunks), rows, first_key, last_key, exhausted)
+        return _Part(b"".join(chunks), rows, first_key, last_key, exhausted, tuple(metas))
 
     # --- committing -------------------------------------------------------------------
 
@@ -224,13 +234,12 @@ class Task:
                 sink_state=sink.start_file(name),
             )
             next_index += 1
-        closes = (
-            fmt.self_contained
-            or part.exhausted
-            or (spec.max_file_size is not None and of.size + len(data) >= spec.max_file_size)
+        closes = part.exhausted or (
+            spec.max_file_size is not None and of.size + len(data) >= spec.max_file_size
         )
-        if closes and not fmt.self_contained:
-            footer = fmt.footer(self._schema, of.rows + part.rows)
+        if closes:
+            metas = [m for p in of.parts for m in p.metas] + list(part.metas)
+            footer = fmt.footer(self._schema, of.rows + part.rows, metas)
             if footer:
                 data += self.compression.compress(footer)
         parts = of.parts
@@ -242,7 +251,7 @@ class Task:
             record = PartRecord(
                 number=number, rows=part.rows, size=len(data),
                 crc32c=0 if sink is _DRY else google_crc32c.value(data), etag=etag,
-                last_key=part.last_key,
+                last_key=part.last_key, metas=part.metas,
             )
             parts = (*parts, record)
         # else: the table ended right after the last stored part and the format has no

@@ -9,7 +9,8 @@ from egress.formats.base import Format
 from egress.formats.compression import COMPRESSIONS, Compression, get_compression
 from egress.formats.csv import CsvFormat
 from egress.formats.jsonl import JsonArrayFormat, JsonLinesFormat
-from egress.formats.parquet import ParquetFormat
+from egress.formats.parquet import CODECS as PARQUET_CODECS
+from egress.formats.parquet import DEFAULT_CODEC, ParquetFormat
 from egress.formats.sql import SqlDumpFormat
 
 FORMATS: dict[str, Any] = {
@@ -27,12 +28,31 @@ def check_format(name: str) -> str:
     return name
 
 
+def default_compression(name: str) -> str:
+    """The compression of a ``name`` export that sets none: Parquet's codec, else none."""
+    return DEFAULT_CODEC if check_format(name) == "parquet" else "none"
+
+
+def resolve_compression(format: str, compression: str | None) -> str:
+    """``compression`` checked for ``format`` (Parquet's codecs include snappy, which
+    compresses inside the file; the text formats compress the stream), or the format's
+    default when None."""
+    if compression is None:
+        return default_compression(format)
+    if check_format(format) == "parquet":
+        if compression not in PARQUET_CODECS:
+            raise UnknownNameError("Parquet compression", compression, PARQUET_CODECS)
+        return compression
+    get_compression(compression)
+    return compression
+
+
 def make_format(name: str, options: dict[str, Any]) -> Format:
     """A format instance; ``options`` are the format's keyword arguments."""
     cls = FORMATS[check_format(name)]
     try:
         return cls(**options)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise ConfigError(f"bad options for format {name!r}: {exc}") from exc
 
 
@@ -42,6 +62,8 @@ __all__ = [
     "Compression",
     "Format",
     "check_format",
+    "default_compression",
     "get_compression",
     "make_format",
+    "resolve_compression",
 ]

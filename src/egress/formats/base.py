@@ -1,12 +1,14 @@
 """The Format protocol: how a part of rows becomes bytes, and what frames a file.
 
 A file is ``header + part bytes… + footer``. Everything an encoder writes depends only
-on the rows and on how many rows the file already holds (the cross-part state kept in
-the checkpoint), never on the clock, so a resumed run writes the same bytes.
+on the rows, on how many rows and bytes the file already holds, and on the ``meta`` of
+the parts before it (the cross-part state kept in the checkpoint: Parquet's row-group
+metadata), never on the clock, so a resumed run writes the same bytes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -25,28 +27,53 @@ class PartEncoder(Protocol):
 
     def finish(self) -> bytes: ...
 
+    #: What the file's footer will need of this part (set by ``finish``; None: nothing).
+    meta: bytes | None
+
 
 class Format(Protocol):
     name: str
     extension: str
-    #: Each part is a complete file of its own (Parquet); no header, footer or compression.
-    self_contained: bool
+    #: The format compresses inside its files (Parquet): no outer compression.
+    inner_compression: bool
+    #: Files are a dataset directory ``table/part-00001.ext``, not ``table.ext``.
+    dataset: bool
+    #: Bytes (as read, in Arrow) a part aims at, instead of the export's part size.
+    part_bytes: int | None
+    #: Most rows in one part (a row group).
+    max_part_rows: int | None
+    #: Start a new file at this size when the export sets none.
+    file_size: int | None
 
     def header(self, schema: pa.Schema) -> bytes:
         """Bytes at the start of every output file."""
         ...
 
-    def part_encoder(self, schema: pa.Schema, rows_before: int) -> PartEncoder:
-        """An encoder for a part that follows ``rows_before`` rows in the same file."""
+    def part_encoder(self, schema: pa.Schema, rows_before: int, offset: int = 0) -> PartEncoder:
+        """An encoder for a part that follows ``rows_before`` rows in the same file and
+        starts at byte ``offset`` of it."""
         ...
 
-    def footer(self, schema: pa.Schema, rows_in_file: int) -> bytes:
-        """Bytes at the end of every output file."""
+    def footer(self, schema: pa.Schema, rows_in_file: int, metas: Sequence[bytes] = ()) -> bytes:
+        """Bytes at the end of every output file; ``metas`` are its parts' ``meta``."""
         ...
+
+
+class TextFormat:
+    """What the text formats (CSV, JSON, SQL) share: framing by header and footer,
+    parts of the export's part size, outer compression, one file per table."""
+
+    inner_compression = False
+    dataset = False
+    part_bytes: int | None = None
+    max_part_rows: int | None = None
+    file_size: int | None = None
 
 
 class TextPartEncoder:
     """Collects the encoded bytes of each batch; shared by the text formats."""
+
+    meta: bytes | None = None
 
     def __init__(self) -> None:
         self._chunks: list[bytes | memoryview] = []

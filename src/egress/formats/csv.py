@@ -7,23 +7,23 @@ PostgreSQL's COPY … CSV).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from egress.exceptions import ConfigError
 from egress.formats import render
-from egress.formats.base import TextPartEncoder, concat_strings
+from egress.formats.base import TextFormat, TextPartEncoder, concat_strings
 
 EOL = "\r\n"
 #: Every character the text of a number, date, time, boolean or binary value may hold.
 _PLAIN_TEXT = frozenset("0123456789abcdef+-.:eETZ \\xInfinityNaNtruefalse")
 
 
-class CsvFormat:
+class CsvFormat(TextFormat):
     name = "csv"
     extension = "csv"
-    self_contained = False
 
     def __init__(self, delimiter: str = ",") -> None:
         if len(delimiter) != 1 or delimiter in '"\r\n':
@@ -82,10 +82,12 @@ class CsvFormat:
                                             null_replacement="")
         return concat_strings(lines)
 
-    def part_encoder(self, schema: pa.Schema, rows_before: int) -> _CsvPart:
+    def part_encoder(self, schema: pa.Schema, rows_before: int, offset: int = 0) -> _CsvPart:
         return _CsvPart(self)
 
-    def footer(self, schema: pa.Schema, rows_in_file: int) -> bytes:
+    def footer(
+        self, schema: pa.Schema, rows_in_file: int, metas: Sequence[bytes] = ()
+    ) -> bytes:
         return b""
 
 

@@ -8,14 +8,14 @@ the file already holds), ``]`` in the footer.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from egress.formats import render
-from egress.formats.base import TextPartEncoder, concat_strings
+from egress.formats.base import TextFormat, TextPartEncoder, concat_strings
 
 
 def object_lines(batch: pa.RecordBatch, line_start: str, line_end: str) -> pa.Array:
@@ -33,30 +33,30 @@ def object_lines(batch: pa.RecordBatch, line_start: str, line_end: str) -> pa.Ar
                                        null_handling="replace", null_replacement="null")
 
 
-class JsonLinesFormat:
+class JsonLinesFormat(TextFormat):
     name = "jsonl"
     extension = "jsonl"
-    self_contained = False
 
     def header(self, schema: pa.Schema) -> bytes:
         return b""
 
-    def part_encoder(self, schema: pa.Schema, rows_before: int) -> _Part:
+    def part_encoder(self, schema: pa.Schema, rows_before: int, offset: int = 0) -> _Part:
         return _Part(lambda b, first: concat_strings(object_lines(b, "", "\n")))
 
-    def footer(self, schema: pa.Schema, rows_in_file: int) -> bytes:
+    def footer(
+        self, schema: pa.Schema, rows_in_file: int, metas: Sequence[bytes] = ()
+    ) -> bytes:
         return b""
 
 
-class JsonArrayFormat:
+class JsonArrayFormat(TextFormat):
     name = "json"
     extension = "json"
-    self_contained = False
 
     def header(self, schema: pa.Schema) -> bytes:
         return b"[\n"
 
-    def part_encoder(self, schema: pa.Schema, rows_before: int) -> _Part:
+    def part_encoder(self, schema: pa.Schema, rows_before: int, offset: int = 0) -> _Part:
         def encode(batch: pa.RecordBatch, first: bool) -> bytes | memoryview:
             data = concat_strings(object_lines(batch, ",\n", ""))
             # the file's very first row has no separator before it
@@ -64,7 +64,9 @@ class JsonArrayFormat:
 
         return _Part(encode, first=rows_before == 0)
 
-    def footer(self, schema: pa.Schema, rows_in_file: int) -> bytes:
+    def footer(
+        self, schema: pa.Schema, rows_in_file: int, metas: Sequence[bytes] = ()
+    ) -> bytes:
         return b"\n]\n" if rows_in_file else b"]\n"
 
 

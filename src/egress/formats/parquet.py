@@ -1,4 +1,10 @@
-"""Parquet: a dataset of part files, each a complete file with its own footer.
+"""Parquet: a dataset of large files, each spanning many parts, one row group a part.
+
+A part is encoded by pyarrow as a small file of its own; its row groups' bytes go into
+the real file as they are and its footer, moved to where the part lands, is kept in the
+checkpoint (``parquet_footer``). The file's footer is written with its last part from
+all the parts' footers, so a resumed file is byte-identical to an uninterrupted one and
+nothing is ever re-encoded. The footer carries statistics, dictionaries and the codec.
 
 The schema (decimals, time zones, lists, field metadata) is kept as Arrow wrote it,
 except that Parquet has no union type: a column whose values keep their own storage
@@ -9,31 +15,61 @@ Parquet compresses inside the file, so the export's compression picks the codec.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from egress.formats import render
+from egress.formats.parquet_footer import MAGIC, file_tail, merged, moved, split_file
 
 CODECS = {"none": "none", "gzip": "gzip", "zstd": "zstd", "snappy": "snappy"}
+#: Parquet written without ``--compression``: see docs/formats.md for the measurements
+DEFAULT_CODEC = "zstd"
+MiB = 1024 * 1024
+#: A row group ends at this many rows or once its rows hold this many bytes in Arrow
+#: (about what the encoder holds in memory), whichever comes first.
+ROW_GROUP_ROWS = 1_000_000
+ROW_GROUP_BYTES = 128 * MiB
+#: A new file starts once a file holds this many bytes (``--max-file-size`` overrides).
+FILE_SIZE = 512 * MiB
 
 
 class ParquetFormat:
     name = "parquet"
     extension = "parquet"
-    self_contained = True
+    inner_compression = True
+    dataset = True
 
-    def __init__(self, compression: str = "snappy") -> None:
-        self.codec = CODECS.get(compression, "snappy")
+    def __init__(
+        self,
+        compression: str = DEFAULT_CODEC,
+        row_group_rows: int = ROW_GROUP_ROWS,
+        row_group_bytes: int = ROW_GROUP_BYTES,
+    ) -> None:
+        if compression not in CODECS:
+            raise ValueError(f"unknown Parquet codec {compression!r} (known: "
+                             f"{', '.join(CODECS)})")
+        if row_group_rows < 1 or row_group_bytes < 1:
+            raise ValueError("row_group_rows and row_group_bytes must be positive")
+        self.codec = CODECS[compression]
+        self.part_bytes: int | None = row_group_bytes
+        self.max_part_rows: int | None = row_group_rows
+        self.file_size: int | None = FILE_SIZE
 
     def header(self, schema: pa.Schema) -> bytes:
-        return b""
+        return MAGIC
 
-    def footer(self, schema: pa.Schema, rows_in_file: int) -> bytes:
-        return b""
+    def part_encoder(self, schema: pa.Schema, rows_before: int, offset: int = 4) -> _ParquetPart:
+        return _ParquetPart(schema, self.codec, offset)
 
-    def part_encoder(self, schema: pa.Schema, rows_before: int) -> _ParquetPart:
-        return _ParquetPart(schema, self.codec)
+    def footer(self, schema: pa.Schema, rows_in_file: int, metas: Sequence[bytes] = ()) -> bytes:
+        """The end of a file whose parts' footers are ``metas``, in order."""
+        if not metas:  # a file of no part: what an empty part's footer would be
+            empty = self.part_encoder(schema, 0)
+            empty.finish()
+            metas = [empty.meta or b""]
+        return file_tail(merged(list(metas)))
 
 
 def parquet_schema(schema: pa.Schema) -> pa.Schema:
@@ -49,11 +85,15 @@ def parquet_schema(schema: pa.Schema) -> pa.Schema:
 
 
 class _ParquetPart:
-    def __init__(self, schema: pa.Schema, codec: str) -> None:
-        self._schema, self._codec = parquet_schema(schema), codec
+    """The rows of one part as one row group, for the file at byte ``offset``."""
+
+    def __init__(self, schema: pa.Schema, codec: str, offset: int) -> None:
+        self._schema, self._codec, self._offset = parquet_schema(schema), codec, offset
         self._unions = [i for i, f in enumerate(schema) if pa.types.is_union(f.type)]
         self._batches: list[pa.RecordBatch] = []
         self._size = 0
+        #: the part's footer (Thrift), its offsets where the part lands; set by finish
+        self.meta: bytes | None = None
 
     def add(self, batch: pa.RecordBatch) -> None:
         if self._unions:
@@ -69,7 +109,15 @@ class _ParquetPart:
         return self._size
 
     def finish(self) -> bytes:
-        table = pa.Table.from_batches(self._batches, schema=self._schema)
         out = io.BytesIO()
-        pq.write_table(table, out, compression=self._codec, row_group_size=max(1, len(table)))
-        return out.getvalue()
+        with pq.ParquetWriter(out, self._schema, compression=self._codec,
+                              write_statistics=True, write_page_index=False) as writer:
+            if self._batches:
+                table = pa.Table.from_batches(self._batches, schema=self._schema)
+                self._batches = []  # the encoded row group replaces them in memory
+                writer.write_table(table, row_group_size=max(1, table.num_rows))
+                del table
+        body, footer = split_file(out.getbuffer())
+        # the row group starts right after the magic in its own file, at offset in ours
+        self.meta = moved(footer, self._offset - len(MAGIC))
+        return body

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from egress.exceptions import UnknownNameError
 from egress.formats import render
-from egress.formats.base import TextPartEncoder, concat_strings
+from egress.formats.base import TextFormat, TextPartEncoder, concat_strings
 
 DIALECTS = ("sqlite", "postgresql")
 
@@ -25,10 +25,9 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-class SqlDumpFormat:
+class SqlDumpFormat(TextFormat):
     name = "sql"
     extension = "sql"
-    self_contained = False
 
     def __init__(
         self,
@@ -57,10 +56,12 @@ class SqlDumpFormat:
             f"BEGIN;\nCREATE TABLE IF NOT EXISTS {quote_ident(self.table)} (\n{body}\n);\n"
         ).encode()
 
-    def footer(self, schema: pa.Schema, rows_in_file: int) -> bytes:
+    def footer(
+        self, schema: pa.Schema, rows_in_file: int, metas: Sequence[bytes] = ()
+    ) -> bytes:
         return b"COMMIT;\n"
 
-    def part_encoder(self, schema: pa.Schema, rows_before: int) -> _SqlPart:
+    def part_encoder(self, schema: pa.Schema, rows_before: int, offset: int = 0) -> _SqlPart:
         columns = ", ".join(quote_ident(f.name) for f in schema)
         insert = f"INSERT INTO {quote_ident(self.table)} ({columns}) VALUES\n"
         return _SqlPart(self, insert)

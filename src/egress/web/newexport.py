@@ -45,7 +45,8 @@ class NewExportForm:
     #: per table: the columns picked, when not all of them
     columns: dict[str, list[str]] = field(default_factory=dict)
     format: str = "csv"
-    compression: str = "none"
+    #: empty: the format's default (zstd inside Parquet files, none for text)
+    compression: str = ""
     destination: str = "local"
     max_file_mib: str = ""
     callback_url: str = ""
@@ -57,7 +58,7 @@ def parse_form(data: dict[str, list[str]]) -> tuple[NewExportForm, dict[str, str
         return (data.get(name) or [default])[0].strip()
 
     form = NewExportForm(source=one("source"), tables=data.get("table", []),
-                         format=one("format", "csv"), compression=one("compression", "none"),
+                         format=one("format", "csv"), compression=one("compression"),
                          destination=one("destination", "local"),
                          max_file_mib=one("max_file_mib"), callback_url=one("callback_url"))
     errors: dict[str, str] = {}
@@ -80,7 +81,7 @@ def request_body(form: NewExportForm) -> ExportCreate:
     # ValidationError shown next to its field
     return ExportCreate.model_validate({
         "source": form.source, "tables": tables or None, "format": form.format,
-        "compression": form.compression, "destination": form.destination or "local",
+        "compression": form.compression or None, "destination": form.destination or "local",
         "max_file_size": int(form.max_file_mib) * MIB if form.max_file_mib else None,
         "callback_url": form.callback_url or None})
 

@@ -8,7 +8,12 @@ import logging
 from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.jobs import ExportState, TaskState
-from egress.engine.manifest import TableResult, build_manifest, write_manifest
+from egress.engine.manifest import (
+    TableResult,
+    build_manifest,
+    rows_from_footers,
+    write_manifest,
+)
 from egress.manager import export_source, open_sink
 from egress.redact import redact_url
 from egress.sources.trino import info_from_columns
@@ -44,7 +49,7 @@ def finalize_export(store: JobStore, settings: Settings, export_id: str) -> bool
     started = export.started_at or export.created_at
     manifest = build_manifest(
         source=redact_url(url) if export.source == url else export.source,
-        results=results,
+        results=rows_from_footers(sink, results),
         started_at=dt.datetime.fromtimestamp(started, dt.UTC),
         finished_at=dt.datetime.fromtimestamp(store.now(), dt.UTC),
         # the destination's name: its location (a local path, a bucket) is the server's
