@@ -14,7 +14,7 @@ from measure import Measured
 
 #: Peak RSS targets: the largest run within this factor of the smallest, and under MB.
 RSS_GROWTH = 1.2
-RSS_LIMIT_MB = 300.0
+RSS_LIMIT_MB = 200.0
 #: Seconds per row over the last 10 % within this factor of the first 10 %.
 STEADY = 1.2
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"

@@ -48,26 +48,29 @@ def parse_case(text: str) -> tuple[str, str]:
     return fmt, compression or "none"
 
 
-def tool_for(
-    kind: str, source: str, fmt: str, compression: str, work: Path, duckdb: Path | None
-) -> tools.Tool | None:
-    """The source's own tool that egress is compared with for this format."""
+def tools_for(
+    kind: str, source: str, url: str, fmt: str, compression: str, work: Path,
+    duckdb: Path | None,
+) -> list[tools.Tool]:
+    """The tools that egress is compared with for this format (the fastest counts)."""
     if fmt == "parquet":
         if duckdb is None:
-            return None
+            return []
         codec = DUCKDB_CODECS[compression]
-        return tools.duckdb_tool(duckdb, kind, source, data.TABLE,
-                                 work / f"duckdb-{codec}.parquet", codec)
+        return [tools.duckdb_tool(duckdb, kind, source, data.TABLE,
+                                  work / f"duckdb-{codec}.parquet", codec),
+                tools.connectorx_tool(duckdb, url, data.TABLE,
+                                      work / f"connectorx-{codec}.parquet", compression)]
     if fmt == "csv" and compression == "gzip":
-        return tools.csv_tool(kind, source, data.TABLE, work / "tool.csv.gz", gzip=True)
+        return [tools.csv_tool(kind, source, data.TABLE, work / "tool.csv.gz", gzip=True)]
     if fmt == "json":
         found = tools.json_tool(kind, source, data.TABLE, work / "tool.json")
         if found:
-            return found
+            return [found]
     if fmt == "sql":
-        return tools.sql_tool(kind, source, data.TABLE, work / "tool.sql")
+        return [tools.sql_tool(kind, source, data.TABLE, work / "tool.sql")]
     # CSV, and the reference for the text formats: the source's own CSV export
-    return tools.csv_tool(kind, source, data.TABLE, work / "tool.csv")
+    return [tools.csv_tool(kind, source, data.TABLE, work / "tool.csv")]
 
 
 Size = tuple[int, int] | None  # bytes and files of an output
@@ -100,26 +103,37 @@ def run_egress(
 
 
 def run_pair(
-    tool: tools.Tool | None, url: str, fmt: str, compression: str, work: Path, repeat: int
-) -> tuple[Measured | None, Size, Measured, Size, Steadiness]:
-    """The tool and egress taking turns ``repeat`` times, so that both meet the same load
-    of a shared machine; best of each, with the steadiness of egress's fastest run."""
-    tool_runs, egress_runs = [], []
-    tool_size = egress_size = steady = None
+    found: list[tools.Tool], url: str, fmt: str, compression: str, work: Path, repeat: int
+) -> tuple[tools.Tool | None, Measured | None, Size, Measured, Size, Steadiness]:
+    """The tools and egress taking turns ``repeat`` times, so that all meet the same
+    load of a shared machine; best of each, the fastest tool, with the steadiness of
+    egress's fastest run."""
+    runs: dict[str, list[Measured]] = {t.name: [] for t in found}
+    sizes: dict[str, Size] = {}
+    egress_runs = []
+    egress_size = steady = None
     fastest = float("inf")
     for _ in range(repeat):
-        if tool is not None:
+        for tool in found:
             run, size = run_tool(tool)
-            tool_runs.append(run)
-            tool_size = size or tool_size
+            runs[tool.name].append(run)
+            sizes[tool.name] = size or sizes.get(tool.name)
+            if run.error is None:
+                print(f"    {tool.name}: {run.seconds:.2f} s, {run.peak_rss_mb:.0f} MB, "
+                      f"{(size or (0, 0))[0] / 1e6:.0f} MB out", flush=True)
         run, size, this = run_egress(url, fmt, compression, work)
         egress_runs.append(run)
         if run.error is None:
             egress_size = size
             if run.seconds < fastest:
                 fastest, steady = run.seconds, this
-    return (best(tool_runs) if tool_runs else None), tool_size, best(egress_runs), \
-        egress_size, steady
+    bests = {name: best(r) for name, r in runs.items() if r}
+    ok = [t for t in found if not bests[t.name].error] or found
+    tool = min(ok, key=lambda t: bests[t.name].seconds) if ok else None
+    if tool is None:
+        return None, None, None, best(egress_runs), egress_size, steady
+    return tool, bests[tool.name], sizes.get(tool.name), best(egress_runs), egress_size, \
+        steady
 
 
 @contextmanager
@@ -212,9 +226,9 @@ def main(argv: list[str] | None = None) -> int:
                             print_profile(prof, args.top)
                     continue
                 for fmt, compression in cases:
-                    tool = tool_for(kind, tool_source, fmt, compression, work, duckdb)
-                    tool_run, tool_size, egress, size, steady = run_pair(
-                        tool, url, fmt, compression, work, args.repeat)
+                    found = tools_for(kind, tool_source, url, fmt, compression, work, duckdb)
+                    tool, tool_run, tool_size, egress, size, steady = run_pair(
+                        found, url, fmt, compression, work, args.repeat)
                     result = report.Result(
                         source=kind, rows=rows,
                         case=fmt if compression == "none" else f"{fmt}.{compression}",

@@ -5,7 +5,9 @@
 - Parquet: DuckDB ``COPY … TO 'f.parquet'`` reading the same SQLite file / PostgreSQL
   table through its sqlite/postgres scanner extensions. Those come only as PyPI wheels
   pinned to DuckDB 1.5.5, so they live in a virtualenv of their own (built on first use)
-  and leave egress's own DuckDB alone.
+  and leave egress's own DuckDB alone. And connectorx (``read_sql(…, return_type=
+  "arrow")``, the whole table in memory) + ``pyarrow.parquet.write_table``, in the same
+  virtualenv.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ DUCKDB_PACKAGES = (
     f"duckdb=={DUCKDB_VERSION}",
     f"duckdb-extension-sqlite-scanner=={DUCKDB_VERSION}",
     f"duckdb-extension-postgres-scanner=={DUCKDB_VERSION}",
+    "connectorx",
+    "pyarrow",
 )
 DEFAULT_DUCKDB_ENV = Path.home() / ".cache" / "egress-bench" / f"duckdb-{DUCKDB_VERSION}"
 
@@ -42,6 +46,17 @@ con.execute(f"COPY (SELECT * FROM src{schema}.{table}) TO '{out}' "
 """
 
 
+# Run by the same virtualenv's Python: argv = source URL, table, out file, codec.
+_CONNECTORX_SCRIPT = """
+import sys
+import connectorx as cx
+import pyarrow.parquet as pq
+url, table, out, codec = sys.argv[1:]
+pq.write_table(cx.read_sql(url, f"SELECT * FROM {table}", return_type="arrow"), out,
+               compression=codec)
+"""
+
+
 @dataclass(frozen=True)
 class Tool:
     """A command that writes ``out``; ``stdout`` says whether it writes it on stdout."""
@@ -56,7 +71,8 @@ def ensure_duckdb_env(env: Path) -> Path:
     """The Python of a virtualenv holding DuckDB and its scanner extensions."""
     python = env / "bin" / "python"
     probe = [str(python), "-c", "import duckdb, duckdb_extension_sqlite_scanner, "
-             "duckdb_extension_postgres_scanner; print(duckdb.__version__)"]
+             "duckdb_extension_postgres_scanner, connectorx, pyarrow; "
+             "print(duckdb.__version__)"]
     if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
         return python
     print(f"  creating {env} with {', '.join(DUCKDB_PACKAGES)}", flush=True)
@@ -112,6 +128,12 @@ def duckdb_tool(
     return Tool(f"DuckDB COPY parquet ({codec})", argv, out)
 
 
+def connectorx_tool(python: Path, url: str, table: str, out: Path, codec: str) -> Tool:
+    """connectorx reading the table into Arrow, pyarrow writing it with ``codec``."""
+    argv = [str(python), "-c", _CONNECTORX_SCRIPT, url, table, str(out), codec]
+    return Tool(f"connectorx+pyarrow ({codec})", argv, out)
+
+
 def versions(duckdb_python: Path | None) -> dict[str, str]:
     """Versions of the tools, for the report."""
     def first_line(argv: list[str]) -> str:
@@ -129,4 +151,6 @@ def versions(duckdb_python: Path | None) -> dict[str, str]:
     if duckdb_python is not None:
         found["duckdb"] = first_line([str(duckdb_python), "-c",
                                       "import duckdb; print(duckdb.__version__)"])
+        found["connectorx"] = first_line([str(duckdb_python), "-c",
+                                          "import connectorx; print(connectorx.__version__)"])
     return found

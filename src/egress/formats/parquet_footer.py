@@ -48,14 +48,48 @@ def _encode(meta: Any) -> bytes:
     return bytes(serialize(meta, _protocol()))
 
 
-def split_file(data: bytes | memoryview) -> tuple[bytes, bytes]:
-    """A whole Parquet file's row-group bytes and its footer (the Thrift bytes)."""
-    view = memoryview(data)
-    if view[:4] != MAGIC or view[-4:] != MAGIC:
-        raise ValueError("not a Parquet file")
-    (length,) = _TAIL.unpack(view[-8:-4])
-    end = len(view) - 8 - length
-    return bytes(view[4:end]), bytes(view[end : len(view) - 8])
+class CollectedFile:
+    """A file object that pyarrow writes a Parquet file into, kept as the pieces written:
+    ``split`` joins the row groups' bytes once (no growing buffer to copy as it grows,
+    no second copy to cut the magic and footer off: a part's bytes are a large share
+    of an export's memory)."""
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes] = []
+        self._size = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self._pieces.append(bytes(data))
+        self._size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def split(self) -> tuple[bytes, bytes]:
+        """The row groups' bytes and the footer (Thrift bytes) of the file written."""
+        head = b"".join(self._pieces[:4])[:4]
+        tail = b"".join(self._pieces[-3:])[-8:]
+        if self._size < 12 or head != MAGIC or tail[4:] != MAGIC:
+            raise ValueError("not a whole Parquet file")
+        (length,) = _TAIL.unpack(tail[:4])
+        start, end = len(MAGIC), self._size - 8 - length
+        body, footer = [], []
+        at = 0
+        for piece in self._pieces:
+            # the parts of this piece that fall in [start, end) and in [end, end + length)
+            for lo, hi, into in ((start, end, body), (end, end + length, footer)):
+                a, b = max(lo, at), min(hi, at + len(piece))
+                if a < b:
+                    into.append(piece if (a, b) == (at, at + len(piece))
+                                else piece[a - at : b - at])
+            at += len(piece)
+        self._pieces = []
+        return b"".join(body), b"".join(footer)
 
 
 def moved(footer: bytes, delta: int) -> bytes:

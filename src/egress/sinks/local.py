@@ -148,6 +148,10 @@ class LocalSink:
         if self._hashing is None:
             self._hashing = ThreadPoolExecutor(1, thread_name_prefix="egress-sha256")
         digest.size += len(data)
+        # at most one part waits to be hashed: a backlog would hold the parts' bytes (on
+        # a busy machine uncompressed Parquet grew the peak RSS with the table's size)
+        if digest.pending is not None:
+            digest.pending.result()
         # one thread, so updates run in the order of the parts
         digest.pending = self._hashing.submit(digest.hasher.update, data)
 
