@@ -13,8 +13,12 @@ group at an offset nor edit a footer, hence Thrift (thriftpy2 and parquet-format
 
 from __future__ import annotations
 
+import copy
 import struct
-from functools import cache
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +82,8 @@ class CollectedFile:
             raise ValueError("not a whole Parquet file")
         (length,) = _TAIL.unpack(tail[:4])
         start, end = len(MAGIC), self._size - 8 - length
-        body, footer = [], []
+        body: list[bytes] = []
+        footer: list[bytes] = []
         at = 0
         for piece in self._pieces:
             # the parts of this piece that fall in [start, end) and in [end, end + length)
@@ -90,6 +95,32 @@ class CollectedFile:
             at += len(piece)
         self._pieces = []
         return b"".join(body), b"".join(footer)
+
+
+#: Footers decoded in this process (Thrift's compact protocol is parsed in Python: ~7 ms
+#: a part's footer), so that putting a file's footer together, in the planning dry run
+#: and in the commit, decodes none of the parts this process encoded.
+_DECODED: OrderedDict[bytes, Any] = OrderedDict()
+_DECODED_MAX = 4096
+_LOCK = threading.Lock()
+
+
+def _remember(footer: bytes, meta: Any) -> None:
+    with _LOCK:
+        _DECODED[footer] = meta
+        _DECODED.move_to_end(footer)
+        while len(_DECODED) > _DECODED_MAX:
+            _DECODED.popitem(last=False)
+
+
+def _decoded(footer: bytes) -> Any:
+    """``footer`` decoded; shared: never to be changed."""
+    with _LOCK:
+        meta = _DECODED.get(footer)
+    if meta is None:
+        meta = _decode(footer)
+        _remember(footer, meta)
+    return meta
 
 
 def moved(footer: bytes, delta: int) -> bytes:
@@ -110,27 +141,30 @@ def moved(footer: bytes, delta: int) -> bytes:
             # page indexes are not written (write_page_index=False): nothing to move
             if chunk.offset_index_offset is not None or chunk.column_index_offset is not None:
                 raise ValueError("cannot move a Parquet footer that has page indexes")
-    return _encode(meta)
+    out = _encode(meta)
+    _remember(out, meta)
+    return out
 
 
-def merged(footers: list[bytes]) -> bytes:
+def merged(footers: Sequence[bytes]) -> bytes:
     """One footer with the row groups of ``footers``, in order (their offsets are
     already where the groups are in the file); the schema and key-value metadata are
     the first one's (every part of a file has the same)."""
     if not footers:
         raise ValueError("no footers to merge")
-    first = _decode(footers[0])
-    groups = list(first.row_groups or [])
-    rows = first.num_rows
-    for footer in footers[1:]:
-        meta = _decode(footer)
-        groups.extend(meta.row_groups or [])
-        rows += meta.num_rows
+    return _merged(tuple(footers))
+
+
+@lru_cache(maxsize=2)  # the planning dry run and the commit ask for the same footer
+def _merged(footers: tuple[bytes, ...]) -> bytes:
+    metas = [_decoded(f) for f in footers]
+    groups = [g for m in metas for g in m.row_groups or ()]
     for ordinal, group in enumerate(groups):
-        if group.ordinal is not None:  # a row group's place in its file
-            group.ordinal = ordinal
-    first.row_groups, first.num_rows = groups, rows
-    return _encode(first)
+        if group.ordinal is not None:  # a row group's place in its file (the same
+            group.ordinal = ordinal  # in every file footer it is part of)
+    result = copy.copy(metas[0])
+    result.row_groups, result.num_rows = groups, sum(m.num_rows for m in metas)
+    return _encode(result)
 
 
 def file_tail(footer: bytes) -> bytes:
