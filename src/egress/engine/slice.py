@@ -159,7 +159,8 @@ class Task:
         of = cp.open_file
         opens = of is None
         rows_before = 0 if of is None else of.rows
-        # where the part starts in its file (Parquet's row groups are placed by offset)
+        # where the part starts in its file: Parquet's row groups are placed by offset
+        # (a format with inner compression: the sizes here are the bytes in the file)
         start = 0 if of is None else of.size
         header = fmt.header(self._schema) if opens else b""
         after, rows = cp.cursor, 0
