@@ -42,6 +42,7 @@ EXPORT_OPTIONS = {
     "max_file_size": "start a new numbered file above this many bytes",
     "part_size": "target bytes per part",
     "part_rows": "rows per part (overrides part_size)",
+    "row_group_size": "Parquet: most bytes of rows (as read) in one row group",
     "select": "per table: the columns to export and filters on rows "
               '({"TABLE": {"columns": [...], "filters": [{"column", "op", "value"}]}})',
     "query": 'a read-only query instead of tables: {"sql": "SELECT …", "key": ["id"], '
@@ -77,13 +78,23 @@ class ExportRequest:
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
+def format_options_of(options: dict[str, Any]) -> dict[str, Any]:
+    """The format's own options among an export's options."""
+    out: dict[str, Any] = {}
+    if "delimiter" in options:
+        out["delimiter"] = options["delimiter"]
+    if options.get("row_group_size") is not None:
+        out["row_group_bytes"] = options["row_group_size"]
+    return out
+
+
 def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - set(EXPORT_OPTIONS))
     if unknown:
         raise ConfigError(
             f"unknown export option(s) {', '.join(unknown)}; allowed: {', '.join(EXPORT_OPTIONS)}"
         )
-    for key in ("max_file_size", "part_size", "part_rows"):
+    for key in ("max_file_size", "part_size", "part_rows", "row_group_size"):
         if key in options and options[key] is not None:
             value = options[key]
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

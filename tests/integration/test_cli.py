@@ -227,6 +227,29 @@ def test_export_quiet_and_delimiter(src: str, tmp_path: Path) -> None:
     assert header == "sku\tname\tdescription\tprice\tweight_kg\tin_stock\ttags\tadded_on"
 
 
+def test_parquet_defaults_and_row_group_size(src: str, tmp_path: Path) -> None:
+    """Parquet without --compression is zstd inside, one file of row groups; a row group
+    size makes smaller row groups; --row-group-size with a text format is refused."""
+    import pyarrow.parquet as pq
+
+    files = {}
+    for name, extra in (("default", ()), ("small", ("--row-group-size", "64KiB"))):
+        out = tmp_path / name
+        result = invoke("export", "--source", src, "--table", "events", "--format",
+                        "parquet", "--out", str(out), "--quiet", *extra)
+        assert result.exit_code == 0, result.stderr
+        [files[name]] = sorted((out / "events").glob("*.parquet"))
+    default, small = (pq.ParquetFile(files[n]).metadata for n in ("default", "small"))
+    assert default.num_rows == small.num_rows == EVENTS
+    assert default.row_group(0).column(0).compression == "ZSTD"
+    assert default.num_row_groups > 1  # ~59k rows of 16 MiB each
+    assert small.num_row_groups > default.num_row_groups
+    refused = invoke("export", "--source", src, "--table", "events", "--format", "csv",
+                     "--out", str(tmp_path / "csv"), "--row-group-size", "1MB")
+    assert refused.exit_code != 0
+    assert "--row-group-size applies to --format parquet only" in refused.stderr
+
+
 def test_resume_command_hides_the_password() -> None:
     args = ExportArgs(
         source="postgresql://alice:s3cr%40t@db.example:5432/shop", out="out dir",

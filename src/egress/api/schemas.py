@@ -117,6 +117,10 @@ class ExportCreate(_Request):
     max_file_size: int | None = Field(
         default=None, ge=1, le=2**62, description="Start a new numbered file above this "
                                                   "many bytes.")
+    row_group_size: int | None = Field(
+        default=None, ge=1, le=2**40, description="Parquet: most bytes of rows (as read) in "
+                                                  "one row group (default 16 MiB; 8 MiB "
+                                                  "uncompressed).")
     callback_url: str | None = Field(
         default=None, max_length=2048,
         description="Webhook URL notified when the export ends (https).")

@@ -44,6 +44,7 @@ class ExportArgs:
     part_size: Size | None = None
     max_value_size: Size | None = None
     part_rows: int | None = None
+    row_group_size: Size | None = None
     slice_seconds: float | None = None
     delimiter: str | None = None
     quiet: bool = False
@@ -86,6 +87,8 @@ class ExportArgs:
             argv += ["--max-value-size", self.max_value_size.text]
         if self.part_rows is not None:
             argv += ["--part-rows", str(self.part_rows)]
+        if self.row_group_size is not None:
+            argv += ["--row-group-size", self.row_group_size.text]
         if self.slice_seconds is not None:
             argv += ["--slice-seconds", repr(self.slice_seconds)]
         if self.delimiter is not None:
@@ -159,6 +162,11 @@ def run_export(
         if args.format != "csv":
             raise ConfigError(f"--delimiter applies to --format csv only, not {args.format}")
         options["delimiter"] = parse_delimiter(args.delimiter)
+    if args.row_group_size is not None:
+        if args.format != "parquet":
+            raise ConfigError(f"--row-group-size applies to --format parquet only, not "
+                              f"{args.format}")
+        options["row_group_bytes"] = int(args.row_group_size)
 
     progress = make_progress(args)
     hint = resume_text(args, program)
@@ -302,6 +310,9 @@ def _size(n: int) -> str:
                    "one stops the export, naming its row.")
 @click.option("--slice-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Length of a slice between checkpoints (default 5).")
+@click.option("--row-group-size", type=SIZE, default=None,
+              help="Parquet: most bytes of rows (as read) in one row group (default 16MiB; "
+                   "8MiB uncompressed); larger row groups use more memory.")
 @click.option("--delimiter", default=None, metavar="CHAR",
               help="CSV field delimiter (default ','; '\\t' or 'tab' for a tab).")
 @click.option("--resume", is_flag=True, help="Continue the unfinished export in --out.")
@@ -332,6 +343,7 @@ def export_command(
     max_value_size: Size | None,
     slice_seconds: float | None,
     delimiter: str | None,
+    row_group_size: Size | None,
     resume: bool,
     progress_mode: str,
     progress_interval: float,
@@ -346,7 +358,7 @@ def export_command(
         source=source, out=out, format=fmt, tables=tables, all_tables=all_tables,
         compression=compression, max_file_size=max_file_size, part_size=part_size,
         part_rows=part_rows, max_value_size=max_value_size, slice_seconds=slice_seconds,
-        delimiter=delimiter, quiet=quiet,
+        delimiter=delimiter, quiet=quiet, row_group_size=row_group_size,
         query=query, key=key, name=name, progress=progress_mode,
         progress_interval=progress_interval, role=role, client_tags=client_tags,
     )

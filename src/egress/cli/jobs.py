@@ -111,6 +111,9 @@ def jobs() -> None:
 @click.option("--max-file-size", type=SIZE, default=None,
               help="Start a new numbered file past this size (64MB, 1GiB…), as for export.")
 @click.option("--part-rows", type=click.IntRange(1), help="Rows per part.")
+@click.option("--row-group-size", type=SIZE, default=None,
+              help="Parquet: most bytes of rows (as read) in one row group (default 16MiB; "
+                   "8MiB uncompressed); larger row groups use more memory.")
 @click.option("--query", default=None, metavar="SQL",
               help="Export the result of one read-only SELECT instead of tables (needs --key).")
 @click.option("--key", "key", multiple=True, metavar="COLUMN",
@@ -130,7 +133,8 @@ def jobs() -> None:
 def jobs_create(
     home: str | None, project: str, source: str, tables: tuple[str, ...], all_tables: bool,
     fmt: str, compression: str, destination: str, delimiter: str | None,
-    max_file_size: Size | None, part_rows: int | None, query: str | None,
+    max_file_size: Size | None, part_rows: int | None, row_group_size: Size | None,
+    query: str | None,
     key: tuple[str, ...], name: str | None, role: str | None, client_tags: tuple[str, ...],
     mode: str | None, idempotency_key: str | None, as_json: bool,
 ) -> None:
@@ -154,6 +158,10 @@ def jobs_create(
         options["max_file_size"] = int(max_file_size)
     if part_rows is not None:
         options["part_rows"] = part_rows
+    if row_group_size is not None:
+        if fmt != "parquet":
+            raise ConfigError(f"--row-group-size applies to --format parquet only, not {fmt}")
+        options["row_group_size"] = int(row_group_size)
     request = manager.ExportRequest(
         source=source, tables=tables, all_tables=all_tables, format=fmt,
         compression=compression, destination=destination, options=options,

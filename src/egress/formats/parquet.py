@@ -28,11 +28,15 @@ CODECS = {"none": "none", "gzip": "gzip", "zstd": "zstd", "snappy": "snappy"}
 DEFAULT_CODEC = "zstd"
 MiB = 1024 * 1024
 #: A row group ends at this many rows or once its rows hold this many bytes in Arrow,
-#: whichever comes first. pyarrow encodes a row group from rows held in memory, so its
-#: size is most of an export's memory: 24 MiB keeps the peak RSS under 200 MB (88k rows
-#: of the bench's 310-byte rows; DuckDB writes 122,880); see docs/formats.md.
+#: whichever comes first. pyarrow encodes a row group from rows held in memory (and a
+#: PostgreSQL page is read whole), so its size is most of an export's memory: 16 MiB
+#: keeps the peak RSS under 200 MB from both sources (59k rows of the bench's 310-byte
+#: rows); see docs/formats.md.
 ROW_GROUP_ROWS = 1_000_000
-ROW_GROUP_BYTES = 24 * MiB
+ROW_GROUP_BYTES = 16 * MiB
+#: Uncompressed, a row group's encoding is as large as its rows, and both are held
+#: while it is written: half the bytes keep the same peak.
+ROW_GROUP_BYTES_UNCOMPRESSED = 8 * MiB
 #: zstd's own default level: smaller than Arrow's level 1 at the same speed (bench table)
 ZSTD_LEVEL = 3
 #: A new file starts once a file holds this many bytes (``--max-file-size`` overrides).
@@ -49,11 +53,14 @@ class ParquetFormat:
         self,
         compression: str = DEFAULT_CODEC,
         row_group_rows: int = ROW_GROUP_ROWS,
-        row_group_bytes: int = ROW_GROUP_BYTES,
+        row_group_bytes: int | None = None,
     ) -> None:
         if compression not in CODECS:
             raise ValueError(f"unknown Parquet codec {compression!r} (known: "
                              f"{', '.join(CODECS)})")
+        if row_group_bytes is None:
+            row_group_bytes = (ROW_GROUP_BYTES_UNCOMPRESSED if compression == "none"
+                               else ROW_GROUP_BYTES)
         if row_group_rows < 1 or row_group_bytes < 1:
             raise ValueError("row_group_rows and row_group_bytes must be positive")
         self.codec = CODECS[compression]

@@ -16,7 +16,7 @@ from egress.engine.sizes import SizeLimits
 from egress.engine.slice import Task, run_slice
 from egress.exceptions import LeaseLostError, ResultGoneError
 from egress.failures import describe_failure
-from egress.manager import export_source, open_sink
+from egress.manager import export_source, format_options_of, open_sink
 from egress.metrics import SLICES
 from egress.sources.base import Source, TableInfo
 from egress.store.base import JobStore
@@ -96,7 +96,7 @@ class TaskRunner:
             if task.spec:
                 spec = TaskSpec.from_json(task.spec)
             else:
-                fmt_opts = {"delimiter": opts["delimiter"]} if "delimiter" in opts else {}
+                fmt_opts = format_options_of(opts)
                 # columns and filters were checked against the catalog at create time
                 select = (opts.get("select") or {}).get(task.table) or {}
                 columns = select.get("columns")

@@ -76,6 +76,10 @@ def test_invalid_requests_are_problems_that_say_what_is_allowed(api: Api):
             {"column": "kind", "op": "=", "value": None}]}]}, "use 'is_null'"),
         ({"source": "main", "tables": ["events"], "callback_url": "ftp://example.com/x"},
          "https"),
+        ({"source": "main", "tables": ["events"], "row_group_size": 1024},
+         "row_group_size applies to format parquet only"),
+        ({"source": "main", "tables": ["events"], "format": "csv", "compression": "snappy"},
+         "known: gzip, none, zstd"),
     ]
     for body, words in cases:
         assert_problem(api.post("/v1/exports", json=body), 422, words)
@@ -128,6 +132,21 @@ def test_cancel_retry_delete_rules(api: Api, store: SqlJobStore):
     assert_problem(api.delete(f"/v1/exports/{export_id}"), 404)
     actions = [e.action for e in store.audit_list("alpha", export_id=export_id)]
     assert actions == ["export.delete", "export.cancel", "export.cancel", "export.create"]
+
+
+def test_parquet_is_zstd_by_default_with_the_row_group_size_asked_for(api_worker: Api):
+    import pyarrow.parquet as pq
+
+    export_id = api_worker.create({"source": "main", "tables": ["events"],
+                                   "format": "parquet", "row_group_size": 2048})["id"]
+    view = api_worker.wait(export_id)
+    assert view["status"] == "completed" and view["compression"] == "zstd"
+    [data] = view["files"]
+    got = api_worker.get(data["download_url"])
+    meta = pq.ParquetFile(io.BytesIO(got.content)).metadata
+    assert meta.num_rows == data["rows"] == view["rows"] > 0
+    assert meta.num_row_groups > 1  # 2 KiB of rows a group
+    assert meta.row_group(0).column(0).compression == "ZSTD"
 
 
 def test_full_export_with_columns_and_filters(api_worker: Api, settings):

@@ -111,6 +111,10 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
         names, select = _selection(body)
     if body.max_file_size is not None:
         options["max_file_size"] = body.max_file_size
+    if body.row_group_size is not None:
+        if body.format != "parquet":
+            raise ConfigError(f"row_group_size applies to format parquet only, not {body.format}")
+        options["row_group_size"] = body.row_group_size
     if select:
         options["select"] = select
     for key in ("role", "client_tags", "mode"):
