@@ -13,10 +13,19 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from announce import announce
+from jobsharness import kill_leftover_workers
 from pgserver import PgServer, running_server
 from s3server import s3, s3_server  # noqa: F401  (fixtures: a moto S3 server, a bucket)
 
 _counter = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_outlives_its_test() -> Iterator[None]:
+    """A worker a failed test left running (it would poll or retry for ever, slowing
+    every later test on a small machine) is killed when the test ends."""
+    yield
+    kill_leftover_workers()
 
 
 @pytest.fixture(scope="session")

@@ -60,14 +60,30 @@ def write_home(
     return load_settings(home, env={})
 
 
+#: Every worker started, so that none outlives its test (conftest kills what is left).
+STARTED: list[subprocess.Popen[bytes]] = []
+
+
 def start_worker(home: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
     env["EGRESS_HOME"] = str(home)
     with open(log, "ab") as stderr:  # the child keeps its own descriptor
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "egress.cli", "worker", "--log-level", "INFO", *extra],
             env=env, stdout=subprocess.DEVNULL, stderr=stderr,
         )
+    STARTED.append(proc)
+    return proc
+
+
+def kill_leftover_workers() -> int:
+    """SIGKILL the workers a test started and did not stop; returns how many."""
+    left = [p for p in STARTED if p.poll() is None]
+    for proc in left:
+        proc.kill()
+        proc.wait(30)
+    STARTED.clear()
+    return len(left)
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:

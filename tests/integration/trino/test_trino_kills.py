@@ -34,6 +34,14 @@ def make_home(home: Path, server: TrinoProtocolServer) -> Path:
     return home
 
 
+def _tail(log: Path, lines: int = 40) -> str:
+    """The end of a worker's log, for a failure's message."""
+    try:
+        return "\n".join(log.read_text().splitlines()[-lines:])
+    except OSError:
+        return f"(no {log.name})"
+
+
 def read_csv(root: Path, table: str) -> list[list[str]]:
     got: list[list[str]] = []
     for path in sorted(root.glob(f"{table}*.csv")):
@@ -60,7 +68,13 @@ def test_a_worker_killed_while_the_query_is_submitted_is_not_needed(
             stop(first)  # SIGKILL, with the query queued on the engine
         assert store.task_list(export.id)[0].poll_count < 8  # still queued there
         second = start_worker(home, tmp_path / "b.log", "--exit-when-idle")
-        assert second.wait(60) == 0
+        try:
+            code = second.wait(60)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            stop(second)  # never left running after the test (it would poll for ever)
+        assert code == 0, (store.task_list(export.id), _tail(tmp_path / "b.log"))
         done = store.export_get("p", export.id)
         assert done is not None and done.state is ExportState.COMPLETED, done.error
         want = [[str(r[0]), r[1], r[2], r[3]] for r in warehouse.tables["orders"].rows]
@@ -94,10 +108,12 @@ def test_a_worker_killed_mid_stream_leaves_no_duplicate_rows(
         assert store.task_list(export.id)[0].state is not TaskState.DONE
         second = start_worker(home, tmp_path / "b.log", "--exit-when-idle")
         try:
-            assert second.wait(90) == 0
+            code = second.wait(90)
         except subprocess.TimeoutExpired:
+            code = None
+        finally:
             stop(second)
-            raise
+        assert code == 0, (store.task_list(export.id), _tail(tmp_path / "b.log"))
         done = store.export_get("p", export.id)
         assert done is not None and done.state is ExportState.COMPLETED, done.error
         want = [[str(r[0]), r[1], r[2], r[3]] for r in warehouse.tables["big"].rows]
