@@ -95,39 +95,3 @@ def test_close_stops_a_thread_blocked_on_a_full_queue(source: SqliteSource) -> N
     assert _threads()
     pages.close()
     assert not _threads()
-
-
-class _WholePages:
-    """A source whose driver holds a page whole (as PostgreSQL's does): records when each
-    page's read starts, against how many batches the consumer had taken by then."""
-
-    whole_pages = True
-
-    def __init__(self, inner: SqliteSource) -> None:
-        self.inner, self.taken, self.starts = inner, 0, []
-
-    def read(self, table: TableInfo, after: object, limit: int,
-             predicate: object = None) -> Iterator[pa.RecordBatch]:
-        self.starts.append(self.taken)
-        return self.inner.read(table, after, limit, predicate=predicate)  # type: ignore[arg-type]
-
-
-def test_a_whole_page_source_is_read_one_page_ahead_at_most(source: SqliteSource) -> None:
-    table = source.describe("t")
-    whole = _WholePages(source)
-    with PageReader(whole, table, LIMIT, None, _last) as pages:  # type: ignore[arg-type]
-        after, ids = None, []
-        for _ in range(4):
-            page = list(pages.page(after))
-            # let the thread run ahead as far as it may
-            threading.Event().wait(0.05)
-            whole.taken += 1
-            ids += _ids(iter(page))
-            if sum(b.num_rows for b in page) < LIMIT:
-                break
-            after = _last(page[-1])
-    assert ids == list(range(0, 2 * ROWS, 2))
-    # page k + 1 starts once page k is taken whole: one page ahead of the consumer at
-    # most (without waiting, page 3 starts while page 1 is still being processed)
-    assert len(whole.starts) == 4
-    assert all(taken >= k - 1 for k, taken in enumerate(whole.starts))

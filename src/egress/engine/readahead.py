@@ -80,11 +80,6 @@ class PageReader:
         #: a page asked for moves the engine past the one before) is read only on demand,
         #: so that after a slice everything read was committed.
         self._ahead = getattr(source, "read_ahead", True)
-        #: A source whose driver holds a whole page before yielding any of it (PostgreSQL)
-        #: would otherwise have three pages in memory: the one being encoded, the next in
-        #: the queue and the one after in the driver; it starts a page only once the
-        #: encoder has taken every batch of the page before.
-        self._whole_pages = getattr(source, "whole_pages", False)
 
     def _on_demand(self, after: Key | None) -> Iterator[pa.RecordBatch]:
         page_bytes = 0
@@ -108,7 +103,6 @@ class PageReader:
         self._aligned = False  # until this page is consumed to its end
         while True:
             item = self._queue.get()
-            self._queue.task_done()
             if isinstance(item, pa.RecordBatch):
                 yield item
             elif isinstance(item, _PageEnd):
@@ -184,10 +178,6 @@ class PageReader:
                 more = rows >= self._limit and None not in (last or ())
                 if not self._put(q, stop, _PageEnd(last, more)) or not more:
                     return
-                if self._whole_pages:
-                    with q.all_tasks_done:  # until the consumer took all of this page
-                        while q.unfinished_tasks and not stop.is_set():
-                            q.all_tasks_done.wait(0.1)
                 after = last
         except BaseException as exc:  # handed to the consumer, raised there
             self._put(q, stop, _Failed(exc))

@@ -82,9 +82,6 @@ class PostgresSource:
     dialect = "postgresql"
     #: Write the cursor into a table's keyset query (no parameters: a COPY stream).
     inline_cursor = True
-    #: The driver holds a page's whole result before its first batch (the read-ahead
-    #: then starts the next page only once this one is taken: engine/readahead.py).
-    whole_pages = True
 
     def __init__(self, url: str) -> None:
         self._url = libpq_url(url)
