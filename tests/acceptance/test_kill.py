@@ -45,7 +45,7 @@ CASES = [
     pytest.param("sql", "gzip", (), id="sql-gzip"),
     # files of many parts (row groups of 5,000 rows), several files: kills land inside a
     # file and between files
-    pytest.param("parquet", "zstd", ("--max-file-size", "3MB"), id="parquet"),
+    pytest.param("parquet", "zstd", ("--max-file-size", "600KB"), id="parquet"),
 ]
 
 

@@ -119,7 +119,9 @@ def check_parquet(objects: dict[str, bytes], work: Path) -> None:
         assert pq.read_metadata(path).num_rows == entry["rows"]
         groups = con.sql(f"SELECT DISTINCT row_group_id, row_group_num_rows, compression "
                          f"FROM parquet_metadata('{path}') ORDER BY 1").fetchall()
-        assert {g[1] for g in groups[:-1]} == {8} and {g[2] for g in groups} == {"ZSTD"}
+        # 8 rows a group; fewer only at the table's end
+        assert all(g[1] == 8 for g in groups[:-1]) and 1 <= groups[-1][1] <= 8
+        assert {g[2] for g in groups} == {"ZSTD"}
         assert con.sql(f"SELECT count(*) FROM '{path}'").fetchall() == [(entry["rows"],)]
         parts, groups_seen = parts + entry["parts"], groups_seen + len(groups)
     assert groups_seen > parts  # parts of several row groups (grown to the minimum)
