@@ -242,7 +242,7 @@ def test_parquet_defaults_and_row_group_size(src: str, tmp_path: Path) -> None:
     default, small = (pq.ParquetFile(files[n]).metadata for n in ("default", "small"))
     assert default.num_rows == small.num_rows == EVENTS
     assert default.row_group(0).column(0).compression == "ZSTD"
-    assert default.num_row_groups > 1  # ~59k rows of 16 MiB each
+    assert default.num_row_groups > 1  # ~55k rows of 16 MiB each
     assert small.num_row_groups > default.num_row_groups
     refused = invoke("export", "--source", src, "--table", "events", "--format", "csv",
                      "--out", str(tmp_path / "csv"), "--row-group-size", "1MB")
