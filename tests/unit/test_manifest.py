@@ -45,3 +45,52 @@ def test_key_columns_and_values(tmp_path: Path, schema: str, names: list[str]) -
     write_manifest(sink, manifest)
     assert json.loads(sink.get_object(MANIFEST)) == manifest
     assert sink.exists(SUCCESS)
+
+
+def _parquet_result(tmp_path: Path, rows_written: int, rows_committed: int,
+                    crc32c: int | None = 1) -> tuple[LocalSink, TableResult]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    (out / "t").mkdir(parents=True)
+    pq.write_table(pa.table({"id": list(range(rows_written))}), out / "t" / "part-00001.parquet")
+    size = (out / "t" / "part-00001.parquet").stat().st_size
+    with sqlite3.connect(tmp_path / "db.sqlite") as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    conn.close()
+    source = SqliteSource(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    info = source.describe("t")
+    source.close()
+    record = FileRecord(name="t/part-00001.parquet", rows=rows_committed, size=size,
+                        crc32c=crc32c, sha256=None, parts=1, first_key=(0,), last_key=(1,))
+    cp = Checkpoint(cursor=(1,), rows=rows_committed, bytes=size, files=(record,), done=True)
+    spec = TaskSpec(table="t", format="parquet", compression="zstd", part_rows=1,
+                    base_name="t")
+    return LocalSink(out, fsync=False), TableResult(spec, info, cp)
+
+
+def test_parquet_rows_are_read_back_from_the_footers(tmp_path: Path) -> None:
+    from egress.engine.manifest import rows_from_footers
+
+    sink, result = _parquet_result(tmp_path, 7, 7)
+    [counted] = rows_from_footers(sink, [result])
+    assert counted.checkpoint.files[0].rows == counted.checkpoint.rows == 7
+
+
+def test_a_footer_that_disagrees_with_the_checkpoint_fails_the_export(tmp_path: Path) -> None:
+    from egress.engine.manifest import rows_from_footers
+    from egress.exceptions import DataError
+
+    sink, result = _parquet_result(tmp_path, 7, 9)
+    with pytest.raises(DataError, match="footer counts 7 rows where 9 were committed"):
+        rows_from_footers(sink, [result])
+
+
+def test_files_egress_did_not_write_take_the_footer_count(tmp_path: Path) -> None:
+    """A remote engine's unload (no CRC of ours): the footer is the only count."""
+    from egress.engine.manifest import rows_from_footers
+
+    sink, result = _parquet_result(tmp_path, 7, 0, crc32c=None)
+    [counted] = rows_from_footers(sink, [result])
+    assert counted.checkpoint.rows == 7

@@ -30,8 +30,8 @@ MiB = 1024 * 1024
 #: A row group ends at this many rows or once its rows hold this many bytes in Arrow,
 #: whichever comes first. pyarrow encodes a row group from rows held in memory (and a
 #: PostgreSQL page is read whole), so its size is most of an export's memory: 16 MiB
-#: keeps the peak RSS under 200 MB from both sources (55k rows of the bench's 310-byte
-#: rows); see docs/formats.md.
+#: (55k rows of the bench's 310-byte rows) keeps a SQLite export under 200 MB of peak
+#: RSS (PostgreSQL: 187-232 MB); see docs/formats.md.
 ROW_GROUP_ROWS = 1_000_000
 ROW_GROUP_BYTES = 16 * MiB
 #: Uncompressed, a row group's encoding is as large as its rows, and both are held
