@@ -266,3 +266,12 @@ class SqlCore:
         self._cancel_queued(conn, export_id)
         self._outbox(conn, row, "export.failed")
         return True
+
+    def _fail_for_table(
+        self, conn: Connection, export_id: str, table: str, public: str, detail: str | None
+    ) -> None:
+        """A task of ``table`` failed: its export fails with the table named, then settles."""
+        where = f"table {table!r}: "
+        self._fail_export(conn, export_id, where + public,
+                          None if detail is None else where + detail)
+        self._settle(conn, export_id)

@@ -119,10 +119,7 @@ class RemoteOps(SqlCore):
             row = conn.execute(stmt).first()
             if row is None:
                 return False
-            where = f"table {row.table_name!r}: "
-            self._fail_export(conn, row.export_id, where + public,
-                              None if detail is None else where + detail)
-            self._settle(conn, row.export_id)
+            self._fail_for_table(conn, row.export_id, row.table_name, public, detail)
             return True
 
         return self._tx(run)
