@@ -32,7 +32,7 @@ from egress.engine.manifest import (
     SUCCESS,
     TableResult,
     build_manifest,
-    rows_from_footers,
+    check_footers,
     write_manifest,
 )
 from egress.engine.naming import STATE_DIR
@@ -304,9 +304,10 @@ def _export(
             if not cp.done:
                 return ExportResult(out, True, None)
             results.append(TableResult(spec, info, cp))
+        check_footers(sink, results)
         manifest = build_manifest(
             source=redact_url(source),
-            results=rows_from_footers(sink, results),
+            results=results,
             started_at=dt.datetime.fromisoformat(state.data["started_at"]),
             finished_at=dt.datetime.now(dt.UTC),
             destination=sink.location,

@@ -11,7 +11,7 @@ from egress.domain.jobs import ExportState, TaskState
 from egress.engine.manifest import (
     TableResult,
     build_manifest,
-    rows_from_footers,
+    check_footers,
     write_manifest,
 )
 from egress.manager import export_source, open_sink
@@ -47,9 +47,10 @@ def finalize_export(store: JobStore, settings: Settings, export_id: str) -> bool
         source.close()
     sink = open_sink(settings, export)
     started = export.started_at or export.created_at
+    check_footers(sink, results)
     manifest = build_manifest(
         source=redact_url(url) if export.source == url else export.source,
-        results=rows_from_footers(sink, results),
+        results=results,
         started_at=dt.datetime.fromtimestamp(started, dt.UTC),
         finished_at=dt.datetime.fromtimestamp(store.now(), dt.UTC),
         # the destination's name: its location (a local path, a bucket) is the server's
