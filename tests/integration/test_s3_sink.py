@@ -29,7 +29,7 @@ from botocore.httpsession import URLLib3Session
 import egress
 from egress.domain.checkpoint import PartRecord
 from egress.domain.crc import crc32c_base64
-from egress.exceptions import ConfigError, SinkError, UnknownNameError
+from egress.exceptions import ConfigError, SinkError, SinkUnavailableError, UnknownNameError
 from egress.oneshot import discard
 from egress.sinks import open_sink
 from egress.sinks.local import LocalSink
@@ -370,6 +370,61 @@ def test_a_late_complete_of_an_earlier_upload_of_the_same_parts_is_ours(
     assert s3.objects("late") == {"t.csv": b"".join(chunks)}
     assert s3.uploads() == []  # the resume's own upload is aborted
     # (other bytes under the name stay someone else's: test_a_zombie_cannot_overwrite…)
+
+
+class LateComplete:
+    """Every CompleteMultipartUpload reply is lost, and the first request stays on the
+    server, still executing, while a resume looks for its upload (ListParts: no such
+    upload; no object yet) and starts the file over; the complete lands just then — when
+    the resume aborts the upload it thinks is gone — before the file is started again."""
+
+    def __init__(self, client: Any) -> None:
+        self.held: Any = None
+        self.landed = False
+        self._http = URLLib3Session()
+        events = client.meta.events
+        events.register("before-send.s3.CompleteMultipartUpload", self._complete)
+        events.register("before-send.s3.ListParts", self._list_parts)
+        events.register("before-send.s3.AbortMultipartUpload", self._abort)
+
+    def _complete(self, request: Any, **kwargs: Any) -> AWSResponse | None:
+        if self.landed:
+            return None
+        if self.held is None:
+            self.held = request  # the server has it and is still at work
+        raise ConnectionClosedError(endpoint_url=request.url)
+
+    def _list_parts(self, request: Any, **kwargs: Any) -> AWSResponse | None:
+        return _error(request, 404, "NoSuchUpload") if self.held is not None else None
+
+    def _abort(self, request: Any, **kwargs: Any) -> AWSResponse | None:
+        if self.held is not None and not self.landed:
+            response = self._http.send(self.held)
+            assert response.status_code == 200, response.content
+            self.landed = True
+        return None
+
+
+def test_a_complete_that_lands_while_a_resume_starts_the_file_over_finishes_the_export(
+    s3: S3Bucket, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = make_db(tmp_path / "db.sqlite")
+    common = dict(tables=["events"], format="csv", compression="gzip", part_rows=40)
+    client = _client(s3)
+    late = LateComplete(client)
+    with pytest.raises(SinkUnavailableError, match="complete_multipart_upload"):
+        egress.export(source, to=s3.url("late"), **common, sink_options={
+            **SINK, "client": client, "max_attempts": 2, "retry_seconds": 0})
+    assert late.held is not None and not late.landed and s3.objects("late") == {}
+
+    caplog.set_level(logging.WARNING, logger="egress")
+    egress.export(source, to=s3.url("late"), resume=True,
+                  sink_options={**SINK, "client": client}, **common)
+    assert late.landed
+    assert any("completed late" in r.getMessage() for r in caplog.records)
+    egress.export(source, to=tmp_path / "local", fsync=False, **common)
+    same_output(local_files(tmp_path / "local"), s3.objects("late"))
+    assert s3.uploads() == []  # the resume's own upload of the same parts is aborted
 
 
 def test_no_upload_is_left_open_by_a_lost_create_reply_or_a_restart(s3: S3Bucket,

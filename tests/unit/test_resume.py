@@ -66,6 +66,11 @@ def test_rewind_with_nothing_agreed_restarts_the_file() -> None:
     assert cp.open_file is None and cp.cursor == (100,)  # the previous file's last key
     assert cp.rows == 100 and cp.bytes == 500 and cp.next_file_index == 2
     assert len(cp.files) == 1 and not cp.done
+    # the abandoned attempt is remembered (a late complete of it is this file), durably
+    assert cp.restarted_from == ({"upload_id": "u"},)
+    assert Checkpoint.from_json(cp.to_json()) == cp
+    again = rewind_open_file(cp.evolve(open_file=_checkpoint().open_file), 0)
+    assert again.restarted_from == ({"upload_id": "u"}, {"upload_id": "u"})
 
 
 def test_a_part_without_its_key_rewinds_to_the_file_start() -> None:

@@ -180,6 +180,11 @@ class Checkpoint:
     #: Index the next opened file gets (1-based).
     next_file_index: int = 1
     done: bool = False
+    #: The sink states of the open (or next) file's earlier attempts, when a resume started
+    #: that file over because its upload was gone: a complete of such an attempt still
+    #: running on the server may land later, and the sink must know that object as this
+    #: file's. Cleared when the file is final.
+    restarted_from: tuple[dict[str, Any], ...] = ()
 
     def evolve(self, **changes: Any) -> Checkpoint:
         return dataclasses.replace(self, **changes)
@@ -194,6 +199,7 @@ class Checkpoint:
             "files": [f.to_json() for f in self.files],
             "next_file_index": self.next_file_index,
             "done": self.done,
+            "restarted_from": list(self.restarted_from),
         }
 
     @classmethod
@@ -208,4 +214,5 @@ class Checkpoint:
             files=tuple(FileRecord.from_json(f) for f in data["files"]),
             next_file_index=data["next_file_index"],
             done=data["done"],
+            restarted_from=tuple(data.get("restarted_from") or ()),
         )

@@ -49,9 +49,11 @@ def rewind_open_file(cp: Checkpoint, agreed: int) -> Checkpoint:
     kept, dropped = of.parts[:agreed], of.parts[agreed:]
     if not kept or kept[-1].last_key is None:
         start = cp.files[-1].last_key if cp.files else None
+        earlier = (*cp.restarted_from, of.sink_state) if of.sink_state else cp.restarted_from
         return cp.evolve(
             cursor=start, rows=cp.rows - of.rows, bytes=cp.bytes - of.size,
             open_file=None, next_file_index=of.index, done=False,
+            restarted_from=earlier,
         )
     rewound = OpenFile(
         index=of.index,

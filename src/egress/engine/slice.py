@@ -57,7 +57,7 @@ def _no_fence() -> None:
 class _DrySink:
     """Stands for the sink in a dry run of the commit code: stores nothing."""
 
-    def start_file(self, name: str) -> dict[str, Any]:
+    def start_file(self, name: str, earlier: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
         return {}
 
     def put_part(
@@ -232,7 +232,7 @@ class Task:
                 self.fence()
             of = OpenFile(
                 index=next_index, name=name, first_key=part.first_key,
-                sink_state=sink.start_file(name),
+                sink_state=sink.start_file(name, cp.restarted_from),
             )
             next_index += 1
         closes = part.exhausted or (
@@ -296,7 +296,8 @@ class Task:
             parts=len(of.parts), first_key=of.first_key,
             last_key=cp.cursor if of.rows else None,
         )
-        new = cp.evolve(open_file=None, files=(*cp.files, record), done=of.last)
+        new = cp.evolve(open_file=None, files=(*cp.files, record), done=of.last,
+                        restarted_from=())
         commit(new)
         return new
 

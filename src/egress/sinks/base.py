@@ -30,8 +30,10 @@ class Sink(Protocol):
         """The same kind of sink under ``location/seg1/seg2…`` (segments made safe)."""
         ...
 
-    def start_file(self, name: str) -> dict[str, Any]:
-        """Begin a file; the returned state is persisted in the checkpoint."""
+    def start_file(self, name: str, earlier: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+        """Begin a file; the returned state is persisted in the checkpoint. ``earlier``:
+        the states of this file's abandoned attempts (a resume that started it over), whose
+        late completion the sink must recognise as this file."""
         ...
 
     def put_part(

@@ -71,7 +71,7 @@ class LocalSink:
         self.path(name)  # validates the name
         return self.root / STAGING / name.replace("/", "__")
 
-    def start_file(self, name: str) -> dict[str, Any]:
+    def start_file(self, name: str, earlier: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
         staged = self._staged(name)
         with writing(staged):
             staged.parent.mkdir(parents=True, exist_ok=True)

@@ -211,13 +211,22 @@ class S3Sink:
 
     # --- the Sink protocol ------------------------------------------------------------
 
-    def start_file(self, name: str) -> dict[str, Any]:
+    def start_file(self, name: str, earlier: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
         key = self.key(name)
-        if self._head(key) is not None:
-            raise SinkError(
-                f"s3://{self.bucket}/{key} already exists; egress never overwrites an object "
-                "(choose another prefix or delete it)"
-            )
+        head = self._head(key)
+        if head is not None:
+            token = head.get("Metadata", {}).get(TOKEN_META)
+            if token is None or token not in {e.get("token") for e in earlier}:
+                raise SinkError(
+                    f"s3://{self.bucket}/{key} already exists; egress never overwrites an "
+                    "object (choose another prefix or delete it)"
+                )
+            # An earlier attempt of this very file, started over because its upload was
+            # gone, was being completed on the server meanwhile. Its parts were the ones
+            # this attempt writes again (parts are deterministic): the complete finds the
+            # object there and takes it as this file once its ETag is the one they make.
+            log.warning("s3 an earlier upload of key=%s completed late; the file is written "
+                        "again and checked against it", key, extra={"key": key})
         token = secrets.token_hex(16)
         kwargs: dict[str, Any] = {
             "Key": key, "Metadata": {TOKEN_META: token}, "ContentType": content_type(name),
