@@ -64,9 +64,11 @@ def write_home(
 STARTED: list[subprocess.Popen[bytes]] = []
 
 
-def start_worker(home: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+def start_worker(home: Path, log: Path, *extra: str,
+                 env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
     env["EGRESS_HOME"] = str(home)
+    env.update(env_extra or {})
     with open(log, "ab") as stderr:  # the child keeps its own descriptor
         proc = subprocess.Popen(
             [sys.executable, "-m", "egress.cli", "worker", "--log-level", "INFO", *extra],

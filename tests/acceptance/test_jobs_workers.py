@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import pytest
 from egress.domain.jobs import ExportState
 from egress.manager import ExportRequest, create_export
 from egress.store.sql import SqlJobStore
+from egress.store.writelock import flock_holders
 from jobsharness import (
     all_terminal,
     check_leases,
@@ -94,6 +98,73 @@ def test_zombie_worker_cannot_write_after_losing_its_lease(tmp_path: Path, pg_se
     late = [e for e in events if e.lease_token == frozen_token and e.id > takeover
             and e.kind in ("commit", "finish", "requeue")]
     assert late == [], "the frozen worker wrote after its lease was taken over"
+    assert store.export_get(None, export.id).state is ExportState.COMPLETED
+    expected = reference_outputs(source, "big", "csv", "gzip", PART_ROWS, tmp_path / "ref")
+    assert export_outputs(settings, export) == expected
+
+
+def _stop_while_holding(proc, lock: Path, timeout: float) -> bool:
+    """SIGSTOP ``proc`` at a moment the kernel's lock table shows it holding the SQLite
+    store's write lock (it takes it around each write transaction, many times a second);
+    False if that was not caught within ``timeout``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.pid in flock_holders(lock):
+            proc.send_signal(signal.SIGSTOP)
+            wait_until(lambda: "T (stopped)" in Path(f"/proc/{proc.pid}/status").read_text(),
+                       5, every=0.005)
+            if proc.pid in flock_holders(lock):
+                return True
+            proc.send_signal(signal.SIGCONT)  # it let go just before the stop: again
+        time.sleep(0.002)
+    return False
+
+
+def test_a_worker_stopped_inside_a_sqlite_store_write_is_killed_and_its_task_rescued(
+    tmp_path: Path
+) -> None:
+    """A worker frozen (SIGSTOP) while it holds the SQLite store's write lock: readers go
+    on reading, and the next worker to write kills it once it has waited the bound, takes
+    its task over after the lease and finishes the export with the same bytes."""
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    source, settings, store = _setup(
+        tmp_path, store_url, {"big": 300_000}, lease_seconds=1.5, slice_seconds=30.0
+    )
+    export = _create(store, settings, "big")
+    (task,) = store.task_list(export.id)
+    log = tmp_path / "workers.log"
+    frozen = start_worker(settings.home, log)
+    try:
+        assert wait_until(lambda: (store.task_get(task.id).rows or 0) > 20_000, 60)
+        assert _stop_while_holding(frozen, tmp_path / "store.db-writelock", 30)
+        frozen_token = _claims(store, task.id)[-1].lease_token
+
+        started = time.monotonic()
+        reader = SqlJobStore(store_url)
+        opened.append(reader)
+        reader.migrate()  # a current schema is only read
+        assert reader.export_get(None, export.id) is not None and reader.task_list(export.id)
+        assert time.monotonic() - started < 1.0  # milliseconds; waiting would be for ever
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
+        shown = subprocess.run(
+            [sys.executable, "-m", "egress.cli", "jobs", "show", export.id],
+            env={**env, "EGRESS_HOME": str(settings.home)}, capture_output=True, text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0 and export.id in shown.stdout, shown.stderr
+
+        rescuer = start_worker(settings.home, log, env_extra={"EGRESS_STORE_LOCK_SECONDS": "3"})
+        try:
+            assert frozen.wait(60) == -signal.SIGKILL
+            assert wait_until(lambda: all_terminal(store, [export.id]), 120)
+        finally:
+            stop(rescuer)
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+        stop(frozen)
+    assert f"killed process {frozen.pid} (t (stopped))" in log.read_text()
+    assert _claims(store, task.id)[-1].lease_token != frozen_token
+    assert check_leases(store.lease_events(task.id)) == []
     assert store.export_get(None, export.id).state is ExportState.COMPLETED
     expected = reference_outputs(source, "big", "csv", "gzip", PART_ROWS, tmp_path / "ref")
     assert export_outputs(settings, export) == expected

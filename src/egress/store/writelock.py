@@ -15,7 +15,13 @@ own lock and busy handler. The kernel drops the lock of a process that dies.
 A process that is frozen while it holds the lock (a paused VM, SIGSTOP, a debugger) does
 not die, so the wait is bounded (``EGRESS_STORE_LOCK_SECONDS``, 30 s by default): the
 holder writes its pid and the time into the lock file, and a waiter that gives up says
-who holds the lock, since when and in what state ("T (stopped)"). Reads never take this
+who holds the lock, since when and in what state ("T (stopped)"). A holder that is
+*stopped* (SIGSTOP, Ctrl-Z) when the bound is reached is killed instead
+(``EGRESS_STORE_STOPPED_WRITER=kill``, the default; ``wait`` only names it): SQLite's own
+write lock, which it holds too, cannot be taken from a live process, its leases have
+ended by then (its work is forfeit and taken over by others), and a stopped process
+cannot finish what it holds. Only a process the kernel's lock table shows holding this
+very file is killed, never one a stale pid in the file names. Reads never take this
 lock (SQLite's WAL lets them read while a writer writes). A waiter that finds the lock
 taken waits in the kernel's queue on a helper thread, so that it can stop waiting.
 
@@ -26,7 +32,9 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import logging
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -40,8 +48,12 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]  # not on Windows
 
 
+log = logging.getLogger(__name__)
+
 #: How long a writer waits for the lock before it gives up and says who holds it.
 DEFAULT_WAIT_SECONDS = 30.0
+#: What a waiter does with a holder that is stopped when the wait is over.
+STOPPED_WRITER_POLICIES = ("kill", "wait")
 
 
 def _wait_seconds() -> float:
@@ -49,6 +61,28 @@ def _wait_seconds() -> float:
         return float(os.environ.get("EGRESS_STORE_LOCK_SECONDS", DEFAULT_WAIT_SECONDS))
     except ValueError:
         return DEFAULT_WAIT_SECONDS
+
+
+def _stopped_writer_policy() -> str:
+    policy = os.environ.get("EGRESS_STORE_STOPPED_WRITER", "kill").strip().lower()
+    return policy if policy in STOPPED_WRITER_POLICIES else "kill"
+
+
+def flock_holders(path: Path) -> set[int]:
+    """The pids the kernel's lock table shows holding a ``flock`` on ``path`` (waiters,
+    the ``->`` lines, left out)."""
+    try:
+        st = path.stat()
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return set()
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    holders = set()
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where:
+            holders.add(int(fields[4]))
+    return holders
 
 
 def _process_state(pid: int) -> str:
@@ -123,13 +157,40 @@ class WriteLock:
             got.set()
 
         threading.Thread(target=wait, name="egress-store-lock", daemon=True).start()
-        if not got.wait(self.wait_seconds):
+        if not got.wait(self.wait_seconds) and not self._kill_stopped_holder(got):
             with decided:
                 if "fd" not in handoff:
                     handoff["abandoned"] = True
                     raise StoreError(self._held_by())
         os.close(fd)  # the helper's open file holds the lock now
         return int(handoff["fd"])
+
+    def _kill_stopped_holder(self, got: threading.Event) -> bool:
+        """Kill the holder if it is a stopped process (see the module's notes) and wait
+        for the lock once more; whether this thread got it."""
+        if _stopped_writer_policy() != "kill":
+            return False
+        try:
+            pid_text, since_text = self.path.read_text().split()[:2]
+            pid, since = int(pid_text), float(since_text)
+        except (OSError, ValueError):
+            return False
+        state = _process_state(pid)
+        if (pid == os.getpid() or not state.startswith("t (stopped")
+                or pid not in flock_holders(self.path)):
+            return False
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError as exc:  # another user's process: name it instead
+            log.warning("store write lock: cannot kill stopped holder pid=%d: %s", pid, exc)
+            return False
+        log.error(
+            "store write lock: killed process %d (%s), stopped while it held the SQLite "
+            "store's write lock (%s) for %.0f s; its tasks are taken over when their "
+            "leases end", pid, state, self.path, time.time() - since,
+            extra={"holder_pid": pid},
+        )
+        return got.wait(self.wait_seconds)
 
     def _held_by(self) -> str:
         where = f"the SQLite job store's write lock ({self.path})"
