@@ -573,6 +573,7 @@ def main() -> int:
             pids["postgres"] = [postmaster(pg.datadir)]
         if not workers:
             del pids["workers"]
+        sessions_before = pg_sessions(store_url) if store_url else 0
         sampler = WaitSampler(store_url) if store_url and args.trace else None
         cpu = CpuSampler(pids) if args.trace else None
         with sampler or contextlib.nullcontext(), cpu or contextlib.nullcontext():
@@ -591,6 +592,12 @@ def main() -> int:
                  f"{workers_text}, {args.store} store, {args.client} client; "
                  f"{args.create_share:.0%} create")
         ok = report(results, measured_from, args.rate, args.seconds, setup)
+        if store_url:
+            time.sleep(1.0)  # backends flush their statistics within a second
+            # connections the store opened (a pool too small for a burst opens and closes
+            # them: a server process, authentication and prepared statements each time)
+            print(f"PostgreSQL sessions opened during the run: "
+                  f"{pg_sessions(store_url) - sessions_before - 1}")
     finally:
         stop(procs)
         if args.trace and store_url:
@@ -606,6 +613,16 @@ def main() -> int:
 
             shutil.rmtree(root, ignore_errors=True)
     return 0 if ok else 1
+
+
+def pg_sessions(store_url: str) -> int:
+    """Sessions ever opened on the store's database (``pg_stat_database.sessions``)."""
+    import psycopg
+
+    with psycopg.connect(store_url.replace("postgresql+psycopg", "postgresql")) as conn:
+        row = conn.execute("SELECT sessions FROM pg_stat_database "
+                           "WHERE datname = current_database()").fetchone()
+    return int(row[0]) if row else 0
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ from typing import Any
 from egress.exceptions import ConfigError
 
 CONFIG_FILE = "egress.toml"
+#: Most threads ``api.threads`` may ask for (each may hold a store connection).
+API_THREADS_MAX = 64
 
 
 def default_home(env: Mapping[str, str] | None = None) -> Path:
@@ -167,6 +169,10 @@ class ApiSettings:
     estimate_rows_per_second: float = 200_000.0
     #: ``last_used_at`` of a token is written at most this often (seconds).
     token_touch_seconds: float = 60.0
+    #: Threads that run the API's blocking work (store calls, catalog checks) at once;
+    #: more requests wait their turn in the event loop. The store keeps as many pooled
+    #: connections, so a burst never opens and closes connections (see docs/benchmarks.md).
+    threads: int = 16
 
 
 @dataclass(frozen=True)
@@ -269,6 +275,13 @@ def _convert(default: Any, value: Any) -> Any:
     return type(default)(value)
 
 
+def _check_api(api: ApiSettings) -> ApiSettings:
+    if not 1 <= api.threads <= API_THREADS_MAX:
+        raise ConfigError(f"bad value for api.threads: {api.threads}; allowed: 1 to "
+                          f"{API_THREADS_MAX} (the store keeps a connection per thread)")
+    return api
+
+
 def _check_webhooks(ws: WebhookSettings) -> WebhookSettings:
     if not ws.schedule or any(d <= 0 for d in ws.schedule):
         raise ConfigError("webhooks.schedule must list one or more delays in seconds, each > 0")
@@ -346,7 +359,7 @@ def load_settings(
         destinations=destinations,
         worker=_coerce(WorkerSettings, worker_values, "worker"),
         export=_coerce(ExportDefaults, export_values, "export"),
-        api=_coerce(ApiSettings, api_values, "api"),
+        api=_check_api(_coerce(ApiSettings, api_values, "api")),
         webhooks=_check_webhooks(_coerce(WebhookSettings, webhook_values, "webhooks")),
         remote=_coerce(RemoteSettings, remote_values, "remote"),
         allow_source_urls=bool(data.get("allow_source_urls", True)),

@@ -184,7 +184,9 @@ def _open_store(settings: Settings) -> JobStore:
     from egress.store.sql import SqlJobStore
 
     ensure_home(settings.home)
-    store = SqlJobStore(settings.store_url)
+    # a connection per thread, and some for the embedded worker, the event streams and
+    # the webhook dispatcher
+    store = SqlJobStore(settings.store_url, pool_size=settings.api.threads + 8)
     store.migrate()
     return store
 
@@ -224,6 +226,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from egress.api.events import stop_hub
 
+        # the blocking work's threads (anyio's default is 40): no more than the store's
+        # pooled connections, so a burst queues in the loop instead of opening connections
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api.threads
         own = app.state.store is None
         if own:
             app.state.store = await anyio.to_thread.run_sync(_open_store, settings)

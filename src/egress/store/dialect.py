@@ -72,6 +72,17 @@ PG_IDLE_IN_TRANSACTION_MS = 5000
 PG_LOCK_TIMEOUT_MS = 10000
 
 
+#: Connections a store keeps open once it has needed them (SQLAlchemy's default is 5).
+#: A pool smaller than the threads that use it at once opens "overflow" connections in a
+#: burst and closes them right after: on PostgreSQL each costs a server process, an
+#: authentication and psycopg's prepared statements, so a burst made the next one slower
+#: and the API's queue fed itself (docs/benchmarks.md, issue 17). Connections are opened
+#: lazily: a worker that needs three keeps three.
+POOL_SIZE = 24
+#: Beyond the pool, connections opened for a moment (then closed) instead of waiting.
+POOL_OVERFLOW = 16
+
+
 def make_engine(
     url: str, *, write_lock: contextlib.AbstractContextManager[object] | None = None,
     **kwargs: Any,
@@ -79,6 +90,8 @@ def make_engine(
     """``write_lock`` (SQLite): the lock the store's writers share; a new database file
     is switched to WAL under it."""
     parsed = normalize_url(url)
+    kwargs.setdefault("pool_size", POOL_SIZE)  # (an in-memory SQLite store is refused above)
+    kwargs.setdefault("max_overflow", POOL_OVERFLOW)
     if parsed.get_backend_name() == "sqlite":
         engine = sa.create_engine(
             parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S}, **kwargs

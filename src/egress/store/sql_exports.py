@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ def _not_done(export_id: Any) -> sa.Exists:
     return sa.exists().where(task_table.c.export_id == export_id, task_table.c.state != "done")
 
 
-def _count_active(project: str | None, limit: int | None) -> sa.Select[Any]:
+def _count_active(project: Any, limit: Any) -> sa.Select[Any]:
     active = sa.select(sa.literal(1)).where(exports.c.state.in_(ACTIVE))
     if project is not None:
         active = active.where(exports.c.project == project)
@@ -36,7 +37,38 @@ def _count_active(project: str | None, limit: int | None) -> sa.Select[Any]:
     return sa.select(sa.func.count()).select_from(active.subquery())
 
 
+#: A project's active exports, counted up to a cap (values bound at execution).
+_COUNT_ACTIVE_UP_TO = _count_active(sa.bindparam("project"), sa.bindparam("cap", type_=sa.Integer))
+#: One export by id, and by id within a project.
+_EXPORT_BY_ID = sa.select(exports).where(exports.c.id == sa.bindparam("export_id"))
+_EXPORT_IN_PROJECT = _EXPORT_BY_ID.where(exports.c.project == sa.bindparam("project"))
+#: A project's row, locked until commit (PostgreSQL; KEY SHARE checks still pass).
+_LOCK_PROJECT = (sa.select(projects.c.id).where(projects.c.id == sa.bindparam("project"))
+                 .with_for_update(key_share=True))
+
+
 class ExportOps(SqlCore):
+    # Statements built once, their values bound at execution: building an INSERT with
+    # ``.values(**row)`` coerced every value into a bind parameter on every call, more
+    # CPU than running it (issue 17).
+    @functools.cached_property
+    def _export_insert(self) -> sa.Insert:
+        return exports.insert().values(
+            created_at=self._now, updated_at=self._now,
+            deadline_at=self._now + sa.bindparam("deadline_seconds", type_=sa.Double),
+        ).returning(*exports.c)
+
+    @functools.cached_property
+    def _project_insert(self) -> sa.Insert:
+        return (self._insert(projects)
+                .values(id=sa.bindparam("project"), created_at=self._now)
+                .on_conflict_do_nothing(index_elements=["id"]))
+
+    @functools.cached_property
+    def _task_insert(self) -> sa.Insert:
+        return task_table.insert().values(run_after=self._now, created_at=self._now,
+                                          updated_at=self._now)
+
     def export_create(
         self, export: ExportRecord, tasks: Sequence[TaskRecord], *,
         active_cap: int | None = None,
@@ -60,16 +92,13 @@ class ExportOps(SqlCore):
                 self._ensure_project(conn, export.project)
             else:
                 self._check_active_cap(conn, export.project, active_cap)
-            row = conn.execute(
-                exports.insert()
-                .values(**records.export_values(export, export_id), created_at=self._now,
-                        updated_at=self._now, deadline_at=self._seconds(export.max_duration))
-                .returning(*exports.c)
-            ).one()
+            row = conn.execute(self._export_insert, {
+                **records.export_values(export, export_id),
+                "deadline_seconds": export.max_duration,
+            }).one()
             if tasks:
                 conn.execute(
-                    task_table.insert().values(run_after=self._now, created_at=self._now,
-                                          updated_at=self._now),
+                    self._task_insert,
                     [records.task_values(t, t.id or new_id("tsk"), export, export_id)
                      for t in tasks],
                 )
@@ -89,11 +118,7 @@ class ExportOps(SqlCore):
             return self._replay(found, export), False
 
     def _ensure_project(self, conn: Connection, project: str) -> None:
-        conn.execute(
-            self._insert(projects)
-            .values(id=project, created_at=self._now)
-            .on_conflict_do_nothing(index_elements=["id"])
-        )
+        conn.execute(self._project_insert, {"project": project})
 
     def _lock_project(self, conn: Connection, project: str) -> None:
         """Hold the project's row until commit, so that counting its active exports and
@@ -105,12 +130,11 @@ class ExportOps(SqlCore):
         """
         self._ensure_project(conn, project)
         if self.dialect == "postgresql":
-            conn.execute(sa.select(projects.c.id).where(projects.c.id == project)
-                         .with_for_update(key_share=True))
+            conn.execute(_LOCK_PROJECT, {"project": project})
 
     @staticmethod
     def _check_active_cap(conn: Connection, project: str, cap: int) -> None:
-        if conn.execute(_count_active(project, cap)).scalar_one() >= cap:
+        if conn.execute(_COUNT_ACTIVE_UP_TO, {"project": project, "cap": cap}).scalar_one() >= cap:
             raise ActiveLimitError(
                 f"project {project!r} has {cap} exports queued or running, the most "
                 "allowed; wait for one to finish or cancel one"
@@ -136,11 +160,12 @@ class ExportOps(SqlCore):
         return records.export_record(found) if found is not None else None
 
     def export_get(self, project: str | None, export_id: str) -> ExportRecord | None:
-        query = sa.select(exports).where(exports.c.id == export_id)
-        if project is not None:
-            query = query.where(exports.c.project == project)
-        found = self._read_exports(query)
-        return found[0] if found else None
+        if project is None:
+            query, params = _EXPORT_BY_ID, {"export_id": export_id}
+        else:
+            query, params = _EXPORT_IN_PROJECT, {"export_id": export_id, "project": project}
+        row = self._tx(lambda c: c.execute(query, params).first(), read_only=True)
+        return records.export_record(row) if row is not None else None
 
     def export_list(
         self,
@@ -268,8 +293,11 @@ class ExportOps(SqlCore):
 
     def export_count_active(self, project: str | None = None, *, limit: int | None = None
                             ) -> int:
-        query = _count_active(project, limit)
-        return int(self._tx(lambda c: c.execute(query).scalar_one(), read_only=True))
+        if project is not None and limit is not None:
+            query, params = _COUNT_ACTIVE_UP_TO, {"project": project, "cap": limit}
+        else:
+            query, params = _count_active(project, limit), {}
+        return int(self._tx(lambda c: c.execute(query, params).scalar_one(), read_only=True))
 
     def export_list_cancelled_with_outputs(self) -> list[ExportRecord]:
         # Not while a task still runs: it could write after the outputs were removed.

@@ -19,12 +19,16 @@ from egress.store.claim import claim_statement
 from egress.store.core import DEAD, SqlCore
 from egress.store.schema import exports, task_events, tasks
 
+#: An export's tasks in order (the export id bound at execution).
+_TASKS_OF_EXPORT = (sa.select(tasks).where(tasks.c.export_id == sa.bindparam("export_id"))
+                    .order_by(tasks.c.seq))
+
 
 class TaskOps(SqlCore):
 
     def task_list(self, export_id: str) -> list[TaskRecord]:
-        query = sa.select(tasks).where(tasks.c.export_id == export_id).order_by(tasks.c.seq)
-        rows = self._tx(lambda c: c.execute(query).all(), read_only=True)
+        params = {"export_id": export_id}
+        rows = self._tx(lambda c: c.execute(_TASKS_OF_EXPORT, params).all(), read_only=True)
         return [records.task_record(r) for r in rows]
 
     def task_get(self, task_id: str) -> TaskRecord | None:
