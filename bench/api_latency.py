@@ -172,9 +172,11 @@ def spawn(args: list[str], log: Path, nice: int = 0) -> subprocess.Popen[bytes]:
                                 preexec_fn=(lambda: os.nice(nice)) if nice else None)
 
 
-def start_server(home: Path, port: int, log: Path, embedded: bool) -> subprocess.Popen[bytes]:
+def start_server(home: Path, port: int, log: Path, embedded: bool, processes: int = 1
+                 ) -> subprocess.Popen[bytes]:
     return spawn(["serve", "--home", str(home), "--host", "127.0.0.1", "--port", str(port),
-                  "--log-level", "WARNING", *([] if embedded else ["--no-worker"])], log)
+                  "--log-level", "WARNING", "--processes", str(processes),
+                  *([] if embedded else ["--no-worker"])], log)
 
 
 def start_workers(home: Path, n: int, log: Path, nice: int = 0
@@ -520,6 +522,8 @@ def main() -> int:
     parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite",
                         help="the embedded SQLite store, or a throwaway local PostgreSQL "
                              "server (the tests' settings: fsync off)")
+    parser.add_argument("--api-processes", type=int, default=1, metavar="N",
+                        help="egress serve --processes N: API processes sharing the port")
     parser.add_argument("--worker-nice", type=int, default=0, metavar="N",
                         help="run the worker processes at this nice level (e.g. 19: they "
                              "get only the CPU the API and PostgreSQL leave, as workers on "
@@ -563,7 +567,7 @@ def main() -> int:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = root / "egress.log"
-    server = start_server(home, port, log, args.embedded)
+    server = start_server(home, port, log, args.embedded, args.api_processes)
     procs = [server]
     try:
         wait_ready(base, server)
