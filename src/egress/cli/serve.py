@@ -127,7 +127,9 @@ def _supervise(children: list[int]) -> int:
     while running:
         pid, wait_status = os.wait()
         running.discard(pid)
-        if os.waitstatus_to_exitcode(wait_status) != 0 or not stopping:
+        code = os.waitstatus_to_exitcode(wait_status)
+        # uvicorn ends by raising the signal it was stopped with again, once it is done
+        if code not in (0, -signal.SIGTERM, -signal.SIGINT) or not stopping:
             status = 1
             if not stopping:
                 logging.getLogger(__name__).error(

@@ -132,3 +132,60 @@ def test_serve_logs_are_quiet_and_name_routes(home: Path):
     assert "alembic" not in text.lower() and "color_message" not in text
     assert "\x1b[" not in text
     assert "Uvicorn running on" in text  # the server's own start line stays
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_serve_processes_share_the_port_and_stop_together(home: Path):
+    token = CliRunner().invoke(main, ["tokens", "create", "--home", str(home), "--project",
+                                      "acme", "--scopes", "admin"]).stdout.strip()
+    log = home / "serve.log"
+    proc, base = _serve(home, log, "--processes", "2")
+    try:
+        children = _children(proc.pid)
+        assert len(children) == 2
+        headers = {"Authorization": f"Bearer {token}"}
+        created = httpx.post(f"{base}/v1/exports", headers=headers,
+                             json={"source": "main", "tables": ["users"]})
+        assert created.status_code == 202, created.text
+        status_url = base + created.json()["status_url"]
+        deadline = time.monotonic() + 60
+        while httpx.get(status_url, headers=headers).json()["status"] != "completed":
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        # answers on keep-alive connections come at once (TCP_NODELAY on the shared
+        # socket's connections; without it each waited ~40 ms for a delayed ACK)
+        with httpx.Client(base_url=base) as client:
+            client.get("/healthz")
+            started = time.monotonic()
+            for _ in range(20):
+                assert client.get("/healthz").status_code == 200
+            assert time.monotonic() - started < 0.8  # 20 × 40 ms = 0.8 s
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        for child in children:
+            assert not Path(f"/proc/{child}").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert text.count("worker started") == 1  # the embedded worker runs in one process
+    assert text.count("Application startup complete") == 2
+
+
+def test_serve_processes_all_stop_when_one_dies(home: Path):
+    log = home / "serve.log"
+    proc, _ = _serve(home, log, "--processes", "2", "--no-worker")
+    try:
+        first, second = _children(proc.pid)
+        subprocess.run(["kill", "-KILL", str(first)], check=True)
+        assert proc.wait(30) == 1  # a service manager restarts the whole server
+        assert not Path(f"/proc/{second}").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "ended by itself" in log.read_text()
