@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from egress.config import Settings
+from egress.domain.access import AuditEntry
 from egress.domain.checkpoint import Checkpoint
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
@@ -169,8 +170,12 @@ def create_export(
     idempotency_key: str | None = None,
     active_cap: int | None = None,
     created_by: str | None = None,
+    audit: AuditEntry | None = None,
 ) -> tuple[ExportRecord, bool]:
     """Check the request against the catalog and queue one task per table.
+
+    ``audit``: an entry stored with the export when it is created (its export id and
+    tables are filled in here), in the same transaction.
 
     Returns (export, created); with an idempotency key already used for the same
     request the existing export comes back with created False. With ``active_cap``
@@ -247,7 +252,10 @@ def create_export(
         )
         for i, info in enumerate(infos)
     ]
-    return store.export_create(export, tasks, active_cap=active_cap)
+    if audit is not None:
+        audit = replace(audit, export_id=export_id,
+                        details={**audit.details, "tables": list(tables)})
+    return store.export_create(export, tasks, active_cap=active_cap, audit=audit)
 
 
 def get_export(store: JobStore, project: str, export_id: str) -> ExportRecord:

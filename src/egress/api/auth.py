@@ -179,11 +179,27 @@ def audit(
     for downloads before any byte is sent. If the store fails here the request fails
     (503) rather than report success for an action missing from the log; every audited
     action can be repeated safely (cancel, delete, Idempotency-Key on create)."""
-    request.app.state.store.audit_write(AuditEntry(
+    request.app.state.store.audit_write(audit_entry(
+        request, principal, action, project=project, export_id=export_id,
+        token_id=token_id, **details))
+
+
+def audit_entry(
+    request: Request,
+    principal: Principal | None,
+    action: str,
+    *,
+    project: str | None = None,
+    export_id: str | None = None,
+    token_id: str | None = None,
+    **details: Any,
+) -> AuditEntry:
+    """The audit entry of an action, for a store call that writes it with the action."""
+    return AuditEntry(
         project=project or (principal.project if principal else "default"),
         action=action,
         token_id=token_id or (principal.token_id if principal else None),
         export_id=export_id,
         client_address=client_address(request),
         details={k: v for k, v in details.items() if v is not None},
-    ))
+    )

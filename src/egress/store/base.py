@@ -53,9 +53,10 @@ class JobStore(Protocol):
     # --- exports ----------------------------------------------------------------------
     def export_create(
         self, export: ExportRecord, tasks: Sequence[TaskRecord], *,
-        active_cap: int | None = None,
+        active_cap: int | None = None, audit: AuditEntry | None = None,
     ) -> tuple[ExportRecord, bool]:
         """Insert the export and its tasks in one transaction; returns (record, created).
+        ``audit``: an entry written in that transaction when the export is created.
 
         With an idempotency key already used in the project: the same ``request_hash``
         returns the existing export and False; another raises IdempotencyConflictError.

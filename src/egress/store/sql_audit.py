@@ -22,18 +22,26 @@ def audit_entry(row: sa.Row[Any]) -> AuditEntry:
     )
 
 
+def audit_insert(now: sa.ColumnElement[Any]) -> sa.Insert:
+    """The audit log's INSERT, built once per store, its values bound at execution
+    (building it per call cost more CPU than running it)."""
+    return audit_log.insert().values(at=now).returning(*audit_log.c)
+
+
+def audit_values(entry: AuditEntry) -> dict[str, Any]:
+    return {"project": entry.project, "token_id": entry.token_id, "action": entry.action,
+            "export_id": entry.export_id,
+            "client_address": entry.client_address[:64] if entry.client_address else None,
+            "details": dict(entry.details)}
+
+
 class AuditOps(SqlCore):
     @functools.cached_property
     def _audit_insert(self) -> sa.Insert:
-        # built once, the values bound at execution (building it per call cost more CPU
-        # than running it)
-        return audit_log.insert().values(at=self._now).returning(*audit_log.c)
+        return audit_insert(self._now)
 
     def audit_write(self, entry: AuditEntry) -> AuditEntry:
-        row = {"project": entry.project, "token_id": entry.token_id, "action": entry.action,
-               "export_id": entry.export_id,
-               "client_address": entry.client_address[:64] if entry.client_address else None,
-               "details": dict(entry.details)}
+        row = audit_values(entry)
         return audit_entry(self._tx(lambda c: c.execute(self._audit_insert, row).one()))
 
     def audit_list(

@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from egress.domain.access import AuditEntry
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord
 from egress.exceptions import (
@@ -22,6 +23,7 @@ from egress.store import records
 from egress.store.core import ACTIVE, DEAD, TERMINAL, SqlCore, running_tasks
 from egress.store.schema import exports, projects
 from egress.store.schema import tasks as task_table
+from egress.store.sql_audit import audit_insert, audit_values
 
 
 def _not_done(export_id: Any) -> sa.Exists:
@@ -65,13 +67,17 @@ class ExportOps(SqlCore):
                 .on_conflict_do_nothing(index_elements=["id"]))
 
     @functools.cached_property
+    def _create_audit_insert(self) -> sa.Insert:
+        return audit_insert(self._now)
+
+    @functools.cached_property
     def _task_insert(self) -> sa.Insert:
         return task_table.insert().values(run_after=self._now, created_at=self._now,
                                           updated_at=self._now)
 
     def export_create(
         self, export: ExportRecord, tasks: Sequence[TaskRecord], *,
-        active_cap: int | None = None,
+        active_cap: int | None = None, audit: AuditEntry | None = None,
     ) -> tuple[ExportRecord, bool]:
         if active_cap is not None and active_cap < 1:
             raise ConfigError(f"active export cap must be at least 1, got {active_cap}")
@@ -102,6 +108,8 @@ class ExportOps(SqlCore):
                     [records.task_values(t, t.id or new_id("tsk"), export, export_id)
                      for t in tasks],
                 )
+            if audit is not None:  # in the same transaction: one commit per create
+                conn.execute(self._create_audit_insert, audit_values(audit))
             return records.export_record(row), True
 
         try:

@@ -10,7 +10,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 
 from egress import manager
-from egress.api.auth import audit, check_scope
+from egress.api.auth import audit, audit_entry, check_scope
 from egress.api.deps import PrincipalDep, SettingsDep, StoreDep, require_scope
 from egress.api.errors import (
     BODY_ERRORS,
@@ -171,19 +171,20 @@ def create_export(
     req = export_request(body, settings)
     _check_active_limit(store, settings, principal.project)
     cap = settings.api.max_active_exports
+    # of a query, the audit log keeps its SHA-256 and length, never the text
+    query = req.options.get("query")
+    digest = SqlQuery.from_json(query).digest() if query else {}
+    # written with the export, in its transaction (export id and tables filled in there)
+    entry = audit_entry(request, principal, "export.create", source=req.source,
+                        format=req.format, **digest)
     try:
         export, created = manager.create_export(
             store, settings, req, project=principal.project,
-            idempotency_key=idempotency_key, active_cap=cap, created_by=principal.token_id)
+            idempotency_key=idempotency_key, active_cap=cap, created_by=principal.token_id,
+            audit=entry)
     except ActiveLimitError as exc:
         raise _active_limit(principal.project, cap) from exc
-    if created:
-        # of a query, the audit log keeps its SHA-256 and length, never the text
-        query = req.options.get("query")
-        digest = SqlQuery.from_json(query).digest() if query else {}
-        audit(request, principal, "export.create", export_id=export.id,
-              source=req.source, tables=list(export.tables), format=req.format, **digest)
-    else:
+    if not created:
         response.status_code = 200
     planned = [PlannedTable(name=t.table, estimated_rows=t.rows_estimate)
                for t in store.task_list(export.id)]
