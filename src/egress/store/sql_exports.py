@@ -88,16 +88,12 @@ class ExportOps(SqlCore):
         )
 
         def run(conn: Connection) -> tuple[ExportRecord, bool]:
-            if active_cap is not None:
-                self._lock_project(conn, export.project)
             if export.idempotency_key is not None:
+                # (a concurrent create with the same key meets the unique index: below)
                 found = conn.execute(by_key).first()
                 if found is not None:
                     return self._replay(found, export), False
-            if active_cap is None:
-                self._ensure_project(conn, export.project)
-            else:
-                self._check_active_cap(conn, export.project, active_cap)
+            self._ensure_project(conn, export.project)
             row = conn.execute(self._export_insert, {
                 **records.export_values(export, export_id),
                 "deadline_seconds": export.max_duration,
@@ -110,6 +106,10 @@ class ExportOps(SqlCore):
                 )
             if audit is not None:  # in the same transaction: one commit per create
                 conn.execute(self._create_audit_insert, audit_values(audit))
+            if active_cap is not None:
+                # last, so that the project is locked only for the count and the commit
+                self._lock_project(conn, export.project)
+                self._check_active_cap(conn, export.project, active_cap)
             return records.export_record(row), True
 
         try:
@@ -129,20 +129,30 @@ class ExportOps(SqlCore):
         conn.execute(self._project_insert, {"project": project})
 
     def _lock_project(self, conn: Connection, project: str) -> None:
-        """Hold the project's row until commit, so that counting its active exports and
-        inserting one cannot interleave with another create of the project.
+        """Hold the project's row until commit, so that the creates of a project count
+        its active exports one after the other.
+
+        Taken after the new export is inserted: the row is held only for the count and
+        the commit. Taken first, it was held across every statement of the create —
+        and a create whose API thread waited for the CPU held up all the project's
+        creates behind it (PostgreSQL showed them waiting on ``Lock: tuple`` while the
+        holder sat ``idle in transaction``; docs/benchmarks.md, issue 17). The count runs
+        after the lock is granted, so under READ COMMITTED it sees every create that
+        committed before, and its own insert.
 
         SQLite needs no row lock: its write transactions run one at a time (BEGIN
         IMMEDIATE, behind the write-lock file). PostgreSQL: ``FOR NO KEY UPDATE``
         queues the project's creates and lets foreign-key checks (KEY SHARE) pass.
         """
-        self._ensure_project(conn, project)
         if self.dialect == "postgresql":
             conn.execute(_LOCK_PROJECT, {"project": project})
 
     @staticmethod
     def _check_active_cap(conn: Connection, project: str, cap: int) -> None:
-        if conn.execute(_COUNT_ACTIVE_UP_TO, {"project": project, "cap": cap}).scalar_one() >= cap:
+        """Refuse the create whose own (uncommitted) export makes the project's active
+        exports more than ``cap``."""
+        active = conn.execute(_COUNT_ACTIVE_UP_TO, {"project": project, "cap": cap + 1})
+        if active.scalar_one() > cap:
             raise ActiveLimitError(
                 f"project {project!r} has {cap} exports queued or running, the most "
                 "allowed; wait for one to finish or cancel one"
