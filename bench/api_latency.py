@@ -124,7 +124,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def make_home(root: Path, store_url: str | None = None) -> Path:
+def make_home(root: Path, store_url: str | None = None, api_threads: int | None = None
+              ) -> Path:
     """A fresh home: a 200-row SQLite source named ``main``, the store at ``store_url``
     (default: the embedded SQLite store), everything else default."""
     src = root / "source.db"
@@ -143,6 +144,7 @@ def make_home(root: Path, store_url: str | None = None) -> Path:
         # the per-project cap on queued/running exports far above what it sends.
         "[api]\nrate_limit_per_second = 100000.0\nrate_limit_burst = 100000\n"
         "max_active_exports = 1000000\n"
+        + (f"threads = {api_threads}\n" if api_threads else "")
     )
     return home
 
@@ -522,6 +524,8 @@ def main() -> int:
     parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite",
                         help="the embedded SQLite store, or a throwaway local PostgreSQL "
                              "server (the tests' settings: fsync off)")
+    parser.add_argument("--api-threads", type=int, metavar="N",
+                        help="api.threads: blocking work run at once per API process")
     parser.add_argument("--api-processes", type=int, default=1, metavar="N",
                         help="egress serve --processes N: API processes sharing the port")
     parser.add_argument("--worker-nice", type=int, default=0, metavar="N",
@@ -562,7 +566,7 @@ def main() -> int:
 
             with psycopg.connect(store_url, autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION pg_stat_statements")
-    home = make_home(root, store_url)
+    home = make_home(root, store_url, args.api_threads)
     token = create_token(home)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
