@@ -55,6 +55,10 @@ def write_home(
     for name, url in sources.items():
         lines.append(f'[sources.{name}]\nurl = "{url}"\n')
     lines.append("[worker]")
+    # Workers at the default priority: the suite's groups share the machine, and a
+    # worker at nice 10 would get a tenth of a contended core (the priority has its own
+    # tests in test_jobs_cli.py and test_api_cli.py).
+    worker = {"nice": 0, **worker}
     lines += [f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v!r}" for k, v in worker.items()]
     (home / "egress.toml").write_text("\n".join(lines) + "\n")
     return load_settings(home, env={})

@@ -86,6 +86,10 @@ class WorkerSettings:
     poll_seconds: float = 0.5
     #: On SIGTERM: time to commit the part in hand and release leases before exiting.
     grace_seconds: float = 30.0
+    #: CPU priority of the worker's threads (Unix nice, 0–19; only ever raised): beside
+    #: ``egress serve`` on the same machine the API then gets the CPU first, and the
+    #: workers take what it leaves. 0 keeps the priority the process started with.
+    nice: int = 10
 
 
 @dataclass(frozen=True)
@@ -275,6 +279,13 @@ def _convert(default: Any, value: Any) -> Any:
     return type(default)(value)
 
 
+def _check_worker(worker: WorkerSettings) -> WorkerSettings:
+    if not 0 <= worker.nice <= 19:
+        raise ConfigError(f"bad value for worker.nice: {worker.nice}; allowed: 0 (keep the "
+                          "priority) to 19 (lowest)")
+    return worker
+
+
 def _check_api(api: ApiSettings) -> ApiSettings:
     if not 1 <= api.threads <= API_THREADS_MAX:
         raise ConfigError(f"bad value for api.threads: {api.threads}; allowed: 1 to "
@@ -357,7 +368,7 @@ def load_settings(
         store_url=store_url,
         sources=sources,
         destinations=destinations,
-        worker=_coerce(WorkerSettings, worker_values, "worker"),
+        worker=_check_worker(_coerce(WorkerSettings, worker_values, "worker")),
         export=_coerce(ExportDefaults, export_values, "export"),
         api=_check_api(_coerce(ApiSettings, api_values, "api")),
         webhooks=_check_webhooks(_coerce(WebhookSettings, webhook_values, "webhooks")),

@@ -3,6 +3,7 @@ units, the formats in --help, RFC 3339 times in --json."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from pathlib import Path
@@ -15,7 +16,8 @@ from egress.cli.demo_data import build_demo_db
 
 def test_jobs_create_takes_sizes_lists_formats_and_shows_rfc3339(tmp_path: Path) -> None:
     db = build_demo_db(tmp_path / "demo.db", rows=2000)
-    env = {"EGRESS_HOME": str(tmp_path / "home")}
+    # (worker.nice 0: the worker runs in this process here, whose priority would stay)
+    env = {"EGRESS_HOME": str(tmp_path / "home"), "EGRESS_WORKER_NICE": "0"}
     runner = CliRunner()
     helped = runner.invoke(main, ["jobs", "create", "--help"], env=env)
     assert "csv, json, jsonl, parquet, sql" in " ".join(helped.stdout.split())
@@ -51,3 +53,35 @@ def test_jobs_create_takes_sizes_lists_formats_and_shows_rfc3339(tmp_path: Path)
     bad = runner.invoke(main, ["jobs", "create", "--source", f"sqlite:///{db}", "--table",
                                "events", "--max-file-size", "lots"], env=env)
     assert bad.exit_code == 2 and "lots" in bad.stderr
+
+
+def _nice_of_threads(pid: int) -> list[int]:
+    values = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # the thread ended meanwhile
+            values.append(int((task / "stat").read_text().rsplit(")", 1)[1].split()[16]))
+    return values
+
+
+def test_a_worker_runs_at_a_lower_cpu_priority_unless_told_not_to(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    from jobsharness import start_worker, stop
+
+    for nice in (None, 0):
+        home = tmp_path / f"home-{nice}"
+        home.mkdir(mode=0o700)
+        (home / "egress.toml").write_text("" if nice is None else f"[worker]\nnice = {nice}\n")
+        log = tmp_path / f"worker-{nice}.log"
+        proc = start_worker(home, log)
+        try:
+            deadline = time.monotonic() + 30
+            while "worker started" not in log.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            expected = 10 if nice is None else 0
+            assert set(_nice_of_threads(proc.pid)) == {expected}
+            assert f"worker priority nice={expected}" in log.read_text()
+        finally:
+            stop(proc, signal.SIGTERM)

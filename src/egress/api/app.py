@@ -215,6 +215,15 @@ def _include_routers(app: FastAPI) -> None:
     app.state.allowed_methods = allowed
 
 
+def _run_embedded(worker: Any, settings: Settings) -> None:
+    """The embedded worker's thread: at the worker's CPU priority (``worker.nice``; its
+    threads inherit it), so that the API's threads of the same process come first."""
+    from egress.worker.priority import lower_priority
+
+    lower_priority(settings.worker.nice)
+    worker.run()
+
+
 def create_app(
     settings: Settings, store: JobStore | None = None, *, run_worker: bool = False
 ) -> FastAPI:
@@ -237,7 +246,8 @@ def create_app(
             from egress.worker.loop import Worker
 
             worker = Worker(app.state.store, settings)
-            thread = threading.Thread(target=worker.run, name="egress-worker", daemon=True)
+            thread = threading.Thread(target=_run_embedded, args=(worker, settings),
+                                      name="egress-worker", daemon=True)
             thread.start()
         try:
             yield

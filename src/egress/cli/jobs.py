@@ -61,10 +61,14 @@ def _settings(home: str | None) -> Settings:
 def worker(home: str | None, concurrency: int | None, exit_when_idle: bool, log_level: str) -> None:
     """Claim and run export tasks until stopped (SIGTERM finishes the parts in hand)."""
     from egress.logs import setup_logging
-    from egress.worker.loop import Worker
+    from egress.worker.priority import lower_process_priority
 
     setup_logging(log_level)
     settings = _settings(home)
+    # before the engine's imports start threads of their own (they inherit it)
+    lower_process_priority(settings.worker.nice)
+    from egress.worker.loop import Worker
+
     store = _run(lambda: open_store(settings))
     w = Worker(store, settings, concurrency=concurrency)
     w.install_signal_handlers()

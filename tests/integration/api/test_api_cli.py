@@ -189,3 +189,36 @@ def test_serve_processes_all_stop_when_one_dies(home: Path):
             proc.kill()
             proc.wait()
     assert "ended by itself" in log.read_text()
+
+
+def _thread_nice(pid: int) -> dict[int, int]:
+    """Each thread's id → its nice value (field 19 of /proc/PID/task/TID/stat)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        found[int(task.name)] = int(fields[16])
+    return found
+
+
+def test_the_embedded_worker_yields_the_cpu_to_the_api_threads(home: Path):
+    log = home / "serve.log"
+    proc, base = _serve(home, log)
+    try:
+        deadline = time.monotonic() + 30
+        while "worker started" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert httpx.get(f"{base}/readyz").status_code == 200  # an API thread at work
+        nice = _thread_nice(proc.pid)
+        # the event loop (the main thread) and the API's threads keep their priority;
+        # the worker's thread and those it started (2 slots, reconciler, remote poller,
+        # webhooks) run at the default worker.nice
+        assert nice[proc.pid] == 0
+        assert sorted(nice.values()).count(10) >= 6, nice
+        assert sorted(nice.values()).count(0) >= 2, nice
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)

@@ -28,7 +28,7 @@ def make_home(home: Path, server: TrinoProtocolServer) -> Path:
     (home / "egress.toml").write_text(
         f'[store]\nurl = "sqlite:///{home / "store.db"}"\n'
         f'[sources.wh]\nurl = "{trino_url(server)}"\n'
-        "[worker]\nslice_seconds = 1.0\nlease_seconds = 3.0\nheartbeat_seconds = 0.5\n"
+        "[worker]\nslice_seconds = 1.0\nlease_seconds = 3.0\nheartbeat_seconds = 0.5\nnice = 0\n"
         "poll_seconds = 0.05\nreconcile_seconds = 0.2\nconcurrency = 1\n"
         f"[remote]\npoll_delays = [{delays}]\npoll_pass_seconds = 0.05\n")
     return home
