@@ -5,11 +5,13 @@ lock and in what state, instead of hanging."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,69 +30,9 @@ def _export(export_id: str) -> tuple[ExportRecord, list[TaskRecord]]:
     return record, [task]
 
 
-def test_a_frozen_lock_holder_blocks_no_reader_and_is_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = SqlJobStore(url)
-    store.migrate()
-    store.export_create(*_export("exp_0001"))
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; "
-         "from egress.store.writelock import WriteLock; "
-         f"lock = WriteLock(Path({str(tmp_path / 'store.db')!r} + '-writelock')); "
-         "lock.__enter__(); print('held', flush=True); time.sleep(600)"],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        os.kill(holder.pid, signal.SIGSTOP)
-
-        started = time.monotonic()
-        reader = SqlJobStore(url)
-        try:
-            reader.migrate()  # a current schema is checked without the write lock
-            assert reader.export_get("p", "exp_0001") is not None
-            assert reader.task_list("exp_0001")
-        finally:
-            reader.close()
-        # a few milliseconds; a reader that waited for the frozen writer would wait for ever
-        assert time.monotonic() - started < 1.0
-
-        monkeypatch.setenv("EGRESS_STORE_LOCK_SECONDS", "1")
-        monkeypatch.setenv("EGRESS_STORE_STOPPED_WRITER", "wait")
-        writer = SqlJobStore(url)
-        try:
-            started = time.monotonic()
-            with pytest.raises(StoreError) as info:
-                writer.export_create(*_export("exp_0002"))
-            assert 0.9 <= time.monotonic() - started < 5
-        finally:
-            writer.close()
-        message = str(info.value)
-        assert f"held by process {holder.pid} (t (stopped))" in message
-        assert "PostgreSQL store" in message
-    finally:
-        os.kill(holder.pid, signal.SIGCONT)
-        holder.kill()
-        holder.wait(10)
-        if holder.stdout is not None:
-            holder.stdout.close()
-        store.close()
-    # once the holder is gone the kernel drops its lock: writes go through again
-    again = SqlJobStore(url)
-    try:
-        again.export_create(*_export("exp_0003"))
-    finally:
-        again.close()
-
-
-def test_a_stopped_lock_holder_is_killed_by_a_writer_that_waited_the_bound(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = SqlJobStore(url)
-    store.migrate()
+@contextlib.contextmanager
+def lock_holder(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """A process that takes the store's write lock and keeps it; killed at the end."""
     holder = subprocess.Popen(
         [sys.executable, "-c",
          "import time; from pathlib import Path; "
@@ -100,25 +42,78 @@ def test_a_stopped_lock_holder_is_killed_by_a_writer_that_waited_the_bound(
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        os.kill(holder.pid, signal.SIGSTOP)
-        monkeypatch.setenv("EGRESS_STORE_LOCK_SECONDS", "1")
-        monkeypatch.delenv("EGRESS_STORE_STOPPED_WRITER", raising=False)
-        caplog.set_level("ERROR", logger="egress.store.writelock")
-        writer = SqlJobStore(url)
-        try:
-            writer.export_create(*_export("exp_0004"))  # goes through once the holder is dead
-        finally:
-            writer.close()
-        assert holder.wait(10) == -signal.SIGKILL
-        assert any(f"killed process {holder.pid} (t (stopped))" in r.getMessage()
-                   for r in caplog.records)
-        assert store.export_get("p", "exp_0004") is not None
+        yield holder
     finally:
         holder.send_signal(signal.SIGCONT)  # a no-op once it is reaped
         holder.kill()
         holder.wait(10)
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+def test_a_frozen_lock_holder_blocks_no_reader_and_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = SqlJobStore(url)
+    store.migrate()
+    store.export_create(*_export("exp_0001"))
+    try:
+        with lock_holder(tmp_path) as holder:
+            os.kill(holder.pid, signal.SIGSTOP)
+            started = time.monotonic()
+            reader = SqlJobStore(url)
+            try:
+                reader.migrate()  # a current schema is checked without the write lock
+                assert reader.export_get("p", "exp_0001") is not None
+                assert reader.task_list("exp_0001")
+            finally:
+                reader.close()
+            # a few milliseconds; a reader that waited for the frozen writer would wait
+            # for ever
+            assert time.monotonic() - started < 1.0
+
+            monkeypatch.setenv("EGRESS_STORE_LOCK_SECONDS", "1")
+            monkeypatch.setenv("EGRESS_STORE_STOPPED_WRITER", "wait")
+            writer = SqlJobStore(url)
+            try:
+                started = time.monotonic()
+                with pytest.raises(StoreError) as info:
+                    writer.export_create(*_export("exp_0002"))
+                assert 0.9 <= time.monotonic() - started < 5
+            finally:
+                writer.close()
+            message = str(info.value)
+            assert f"held by process {holder.pid} (t (stopped))" in message
+            assert "PostgreSQL store" in message
+        # once the holder is gone the kernel drops its lock: writes go through again
+        store.export_create(*_export("exp_0003"))
+    finally:
+        store.close()
+
+
+def test_a_stopped_lock_holder_is_killed_by_a_writer_that_waited_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = SqlJobStore(url)
+    store.migrate()
+    try:
+        with lock_holder(tmp_path) as holder:
+            os.kill(holder.pid, signal.SIGSTOP)
+            monkeypatch.setenv("EGRESS_STORE_LOCK_SECONDS", "1")
+            monkeypatch.delenv("EGRESS_STORE_STOPPED_WRITER", raising=False)
+            caplog.set_level("ERROR", logger="egress.store.writelock")
+            writer = SqlJobStore(url)
+            try:
+                writer.export_create(*_export("exp_0004"))  # once the holder is dead
+            finally:
+                writer.close()
+            assert holder.wait(10) == -signal.SIGKILL
+            assert any(f"killed process {holder.pid} (t (stopped))" in r.getMessage()
+                       for r in caplog.records)
+        assert store.export_get("p", "exp_0004") is not None
+    finally:
         store.close()
 
 
@@ -128,26 +123,16 @@ def test_a_running_holder_is_never_killed(tmp_path: Path, monkeypatch: pytest.Mo
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = SqlJobStore(url)
     store.migrate()
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import time; from pathlib import Path; "
-         "from egress.store.writelock import WriteLock; "
-         f"lock = WriteLock(Path({str(tmp_path / 'store.db')!r} + '-writelock')); "
-         "lock.__enter__(); print('held', flush=True); time.sleep(600)"],
-        stdout=subprocess.PIPE, text=True)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        monkeypatch.setenv("EGRESS_STORE_LOCK_SECONDS", "1")
-        writer = SqlJobStore(url)
-        try:
-            with pytest.raises(StoreError, match=f"held by process {holder.pid} \\(s \\(sleeping"):
-                writer.export_create(*_export("exp_0005"))
-        finally:
-            writer.close()
-        assert holder.poll() is None
+        with lock_holder(tmp_path) as holder:
+            monkeypatch.setenv("EGRESS_STORE_LOCK_SECONDS", "1")
+            writer = SqlJobStore(url)
+            try:
+                with pytest.raises(StoreError,
+                                   match=f"held by process {holder.pid} \\(s \\(sleeping"):
+                    writer.export_create(*_export("exp_0005"))
+            finally:
+                writer.close()
+            assert holder.poll() is None
     finally:
-        holder.kill()
-        holder.wait(10)
-        if holder.stdout is not None:
-            holder.stdout.close()
         store.close()
