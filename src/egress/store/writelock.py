@@ -167,18 +167,18 @@ class WriteLock:
 
     def _kill_stopped_holder(self, got: threading.Event) -> bool:
         """Kill the holder if it is a stopped process (see the module's notes) and wait
-        for the lock once more; whether this thread got it."""
+        for the lock once more; whether this thread got it.
+
+        The holder is the one the kernel's lock table names, not the pid in the file: a
+        process stopped between taking the lock and writing its pid there leaves the
+        previous holder's pid (or nothing) in the file."""
         if _stopped_writer_policy() != "kill":
             return False
-        try:
-            pid_text, since_text = self.path.read_text().split()[:2]
-            pid, since = int(pid_text), float(since_text)
-        except (OSError, ValueError):
+        stopped = {pid: state for pid in flock_holders(self.path) - {os.getpid()}
+                   if (state := _process_state(pid)).startswith("t (stopped")}
+        if not stopped:
             return False
-        state = _process_state(pid)
-        if (pid == os.getpid() or not state.startswith("t (stopped")
-                or pid not in flock_holders(self.path)):
-            return False
+        pid, state = next(iter(stopped.items()))
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError as exc:  # another user's process: name it instead
@@ -186,11 +186,19 @@ class WriteLock:
             return False
         log.error(
             "store write lock: killed process %d (%s), stopped while it held the SQLite "
-            "store's write lock (%s) for %.0f s; its tasks are taken over when their "
-            "leases end", pid, state, self.path, time.time() - since,
-            extra={"holder_pid": pid},
+            "store's write lock (%s) for %s; its tasks are taken over when their leases "
+            "end", pid, state, self.path, self._held_for(pid), extra={"holder_pid": pid},
         )
         return got.wait(self.wait_seconds)
+
+    def _held_for(self, pid: int) -> str:
+        try:
+            pid_text, since_text = self.path.read_text().split()[:2]
+            if int(pid_text) == pid:
+                return f"{time.time() - float(since_text):.0f} s"
+        except (OSError, ValueError):
+            pass
+        return "an unknown time"
 
     def _held_by(self) -> str:
         where = f"the SQLite job store's write lock ({self.path})"

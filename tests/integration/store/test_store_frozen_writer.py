@@ -92,15 +92,23 @@ def test_a_frozen_lock_holder_blocks_no_reader_and_is_named(
         store.close()
 
 
+@pytest.mark.parametrize("pid_file", ["as written", "stale", "empty"])
 def test_a_stopped_lock_holder_is_killed_by_a_writer_that_waited_the_bound(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    pid_file: str,
 ) -> None:
+    """The holder is found in the kernel's lock table: one stopped between taking the lock
+    and writing its pid into the file (the previous holder's pid there, or nothing) is
+    killed all the same."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = SqlJobStore(url)
     store.migrate()
     try:
         with lock_holder(tmp_path) as holder:
             os.kill(holder.pid, signal.SIGSTOP)
+            lock_file = tmp_path / "store.db-writelock"
+            if pid_file != "as written":
+                lock_file.write_text(f"{os.getpid()} 0.0\n" if pid_file == "stale" else "")
             monkeypatch.setenv("EGRESS_STORE_LOCK_SECONDS", "1")
             monkeypatch.delenv("EGRESS_STORE_STOPPED_WRITER", raising=False)
             caplog.set_level("ERROR", logger="egress.store.writelock")
