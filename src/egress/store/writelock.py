@@ -30,7 +30,6 @@ Where ``fcntl`` is missing (Windows) only the threads of one process queue.
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
 import logging
 import os
@@ -202,14 +201,12 @@ class WriteLock:
 
     def _held_by(self) -> str:
         where = f"the SQLite job store's write lock ({self.path})"
-        try:
-            pid_text, since_text = self.path.read_text().split()[:2]
-            pid, since = int(pid_text), float(since_text)
-        except (OSError, ValueError):
+        holders = sorted(flock_holders(self.path) - {os.getpid()})
+        if not holders:
             return f"{where} is still held after {self.wait_seconds:.0f} s"
-        when = dt.datetime.fromtimestamp(since, dt.UTC).strftime("%H:%M:%S UTC")
-        return (f"{where} is held by process {pid} ({_process_state(pid)}) since {when}, "
-                f"{time.time() - since:.0f} s ago; a frozen or stuck egress process blocks "
+        pid = holders[0]
+        return (f"{where} is held by process {pid} ({_process_state(pid)}) for "
+                f"{self._held_for(pid)}; a frozen or stuck egress process blocks "
                 "every writer of a SQLite store: resume or stop it (its tasks are taken "
                 "over when their leases end), or use a PostgreSQL store for many workers")
 
