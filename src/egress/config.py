@@ -79,6 +79,7 @@ class WorkerSettings:
     max_attempts: int = 10
     #: First retry delay; doubles each attempt (with jitter), capped at backoff_max_seconds.
     backoff_seconds: float = 2.0
+    #: Longest retry delay (seconds).
     backoff_max_seconds: float = 300.0
     #: How often the reconciler runs inside each worker.
     reconcile_seconds: float = 2.0
@@ -90,13 +91,36 @@ class WorkerSettings:
     #: ``egress serve`` on the same machine the API then gets the CPU first, and the
     #: workers take what it leaves. 0 keeps the priority the process started with.
     nice: int = 10
+    #: Reach the job store through the API at this URL (``egress worker --api``) instead
+    #: of directly: the worker then holds no database credentials, only ``api_token``.
+    api_url: str = ""
+    #: A token of scope ``worker`` for ``api_url`` (``EGRESS_WORKER_API_TOKEN``). Never logged.
+    api_token: str = field(default="", repr=False)
+    #: ``egress worker`` serves /metrics, /healthz and /readyz on this port
+    #: (``EGRESS_WORKER_METRICS_PORT``, ``--metrics-port``; docs/metrics.md). 0: none.
+    #: Several workers on one machine need a port each.
+    metrics_port: int = 9464
+    #: Address of that server: loopback by default; a container sets 0.0.0.0 so that
+    #: Prometheus and the kubelet can reach it (``--metrics-host``).
+    metrics_host: str = "127.0.0.1"
+    #: /healthz answers 503 when a loop of the worker (main loop, a slot, the reconciler,
+    #: the remote poller, the webhook dispatcher) has not completed an iteration for this
+    #: long; a slot running a slice gets ``slice_seconds`` more. Far above any healthy
+    #: iteration (a claim, a reconcile pass, a webhook round of ``webhooks.timeout``, a
+    #: store's transaction retries), and above a database failover, so a slow store does
+    #: not get healthy workers restarted; short enough that a stuck worker is restarted
+    #: within minutes (its tasks are taken over once their leases end, ``lease_seconds``).
+    health_stale_seconds: float = 120.0
 
 
 @dataclass(frozen=True)
 class ExportDefaults:
     #: An export still unfinished this long after creation fails (seconds).
     max_duration: float = 3600.0
+    #: Bytes of encoded output per part: a checkpoint is committed after each (``--part-size``).
     part_size: int = 8 * 1024 * 1024
+    #: Bytes after which an output file is closed and the next one begun; unset: one file
+    #: per table (Parquet: 512 MiB by default, docs/formats.md).
     max_file_size: int | None = None
     #: Partial outputs of a failed export are kept this long (seconds) so that a retry
     #: continues from its checkpoints; then the reconciler removes them.
@@ -115,6 +139,7 @@ class ExportDefaults:
     #: Largest text or binary value one row may hold, and most bytes the rows of one part
     #: may hold as read: above them a task fails naming the row (engine/sizes.py).
     max_value_bytes: int = 64 * 1024 * 1024
+    #: Most bytes the rows of one part may hold as read (see max_value_bytes).
     max_page_bytes: int = 1024 * 1024 * 1024
 
 
@@ -126,6 +151,7 @@ class RemoteSettings:
     poll_delays: tuple[float, ...] = (2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 89.0, 90.0)
     #: Most due tasks one poll pass takes, and the threads it polls them with.
     poll_batch: int = 100
+    #: Threads one poll pass polls its tasks with.
     poll_threads: int = 8
     #: How often a worker looks for due polls (seconds).
     poll_pass_seconds: float = 0.5
@@ -138,7 +164,9 @@ class RemoteSettings:
     #: The first call of a task (a cold resource group may not answer): its timeout,
     #: the retries after a timeout, and the wait between them.
     first_call_timeout: float = 30.0
+    #: Retries of a first call that timed out.
     first_call_retries: int = 2
+    #: Seconds between those retries.
     first_call_wait: float = 5.0
 
 
@@ -151,6 +179,7 @@ class ApiSettings:
     #: Requests per second each token may make on average (token bucket), and the burst
     #: it may make at once; above it: 429 with Retry-After.
     rate_limit_per_second: float = 20.0
+    #: Requests a token may make at once above that average.
     rate_limit_burst: int = 100
     #: Exports a project may have queued or running at once; more: 429 with Retry-After.
     max_active_exports: int = 20
@@ -161,6 +190,7 @@ class ApiSettings:
     presign_seconds: int = 300
     #: Signed download links: default and longest lifetime (seconds).
     link_default_seconds: int = 3600
+    #: Longest lifetime a signed download link may be given (seconds).
     link_max_seconds: int = 7 * 24 * 3600
     #: Key that signs download links (any long random string). Empty: a key is generated
     #: once into ``HOME/api-link-key`` (mode 0600). API nodes that share links need the
@@ -207,6 +237,7 @@ class WebhookSettings:
     #: Deliveries one worker sends to one receiving host per second, on average (bursts of
     #: ``per_host_burst``); the rest wait their turn in the outbox. 0: no limit.
     per_host_rate: float = 5.0
+    #: Deliveries to one host that may go at once above that average.
     per_host_burst: int = 10
 
 
@@ -283,6 +314,12 @@ def _check_worker(worker: WorkerSettings) -> WorkerSettings:
     if not 0 <= worker.nice <= 19:
         raise ConfigError(f"bad value for worker.nice: {worker.nice}; allowed: 0 (keep the "
                           "priority) to 19 (lowest)")
+    if not 0 <= worker.metrics_port <= 65535:
+        raise ConfigError(f"bad value for worker.metrics_port: {worker.metrics_port}; "
+                          "allowed: 1 to 65535, or 0 for no metrics and probes server")
+    if worker.health_stale_seconds <= 0:
+        raise ConfigError("bad value for worker.health_stale_seconds: "
+                          f"{worker.health_stale_seconds:g}; it must be > 0")
     return worker
 
 
@@ -321,57 +358,145 @@ def _with_password(url: str, password: str | None) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+#: Top-level keys of egress.toml (anything else is a typo, refused by name).
+TOP_LEVEL_KEYS = ("store", "sources", "destinations", "worker", "export", "api", "webhooks",
+                  "remote", "allow_source_urls")
+#: Settings of a destination that ``EGRESS_DESTINATION_<NAME>_<SETTING>`` may set (the
+#: longest match wins, so names may hold underscores): ``type``, a local ``path``, and
+#: the S3 sink's (sinks/s3.py: ``S3Sink``) keyword arguments.
+DESTINATION_KEYS = (
+    "type", "path", "bucket", "prefix", "endpoint_url", "region", "profile",
+    "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "min_part_bytes",
+    "checksum", "max_attempts", "backoff", "max_backoff", "retry_seconds", "connect_timeout",
+    "read_timeout", "addressing_style", "check_parts",
+)
+#: Environment variables read outside the settings (by the store's lock, the logger, the
+#: loader itself): known, so that ``egress config check`` can point at typos.
+OTHER_VARIABLES = ("EGRESS_HOME", "EGRESS_CONFIG", "EGRESS_STORE_URL", "EGRESS_LOG_FORMAT",
+                   "EGRESS_STORE_LOCK_SECONDS", "EGRESS_STORE_STOPPED_WRITER",
+                   "EGRESS_ALLOW_SOURCE_URLS")
+#: Prefixes of the sections' variables: ``EGRESS_WORKER_LEASE_SECONDS`` is worker.lease_seconds.
+SECTION_PREFIXES = {"EGRESS_WORKER_": "worker", "EGRESS_EXPORT_": "export",
+                    "EGRESS_API_": "api", "EGRESS_WEBHOOKS_": "webhooks",
+                    "EGRESS_REMOTE_": "remote"}
+
+
+def config_path(home: Path, env: Mapping[str, str]) -> Path:
+    """The configuration file: ``EGRESS_CONFIG`` if set (a ConfigMap mounted read-only,
+    say), else ``HOME/egress.toml``."""
+    return Path(env["EGRESS_CONFIG"]) if env.get("EGRESS_CONFIG") else home / CONFIG_FILE
+
+
+def read_config_file(path: Path, *, required: bool = False) -> dict[str, Any]:
+    if not path.exists():
+        if required:
+            raise ConfigError(f"no configuration file at {path}")
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    unknown = sorted(set(data) - set(TOP_LEVEL_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {', '.join(unknown)} in {path}; allowed at the "
+                          f"top level: {', '.join(TOP_LEVEL_KEYS)}")
+    for section in ("store", "sources", "destinations", *SECTION_PREFIXES.values()):
+        if not isinstance(data.get(section, {}), dict):
+            raise ConfigError(f"[{section}] in {path} must be a table")
+    return data
+
+
+def _destination_variable(rest: str) -> tuple[str, str] | None:
+    """``LAKE_ENDPOINT_URL`` → ("lake", "endpoint_url"): the longest known setting."""
+    lowered = rest.lower()
+    for key in sorted(DESTINATION_KEYS, key=len, reverse=True):
+        if lowered.endswith("_" + key) and len(lowered) > len(key) + 1:
+            return lowered[: -len(key) - 1], key
+    return None
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[str]:
+    """``EGRESS_*`` variables that no setting reads (typos): for ``egress config check``."""
+    unknown = []
+    for key in env:
+        if not key.startswith("EGRESS_") or key in OTHER_VARIABLES:
+            continue
+        if key.startswith("EGRESS_SOURCE_") and key.endswith(("_URL", "_PASSWORD")):
+            continue
+        if key.startswith("EGRESS_DESTINATION_") and _destination_variable(
+                key[len("EGRESS_DESTINATION_"):]):
+            continue
+        if any(key.startswith(prefix) for prefix in SECTION_PREFIXES):
+            continue  # an unknown setting of a section is refused by the loader itself
+        unknown.append(key)
+    return sorted(unknown)
+
+
 def load_settings(
-    home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+    home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
+    *, config_file: str | os.PathLike[str] | None = None,
 ) -> Settings:
+    """Defaults < the configuration file (``config_file``, else ``EGRESS_CONFIG``, else
+    ``HOME/egress.toml``) < ``EGRESS_*`` variables."""
     env = os.environ if env is None else env
     home_path = Path(home) if home is not None else default_home(env)
-    data: dict[str, Any] = {}
-    config_path = home_path / CONFIG_FILE
-    if config_path.exists():
-        try:
-            data = tomllib.loads(config_path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read {config_path}: {exc}") from exc
+    if config_file is not None:
+        data = read_config_file(Path(config_file), required=True)
+    else:
+        data = read_config_file(config_path(home_path, env), required=bool(
+            env.get("EGRESS_CONFIG")))
 
     store_url = env.get("EGRESS_STORE_URL") or data.get("store", {}).get("url")
     store_url = store_url or f"sqlite:///{home_path / 'egress.db'}"
 
+    source_values = {name: dict(cfg) for name, cfg in data.get("sources", {}).items()}
+    for key, value in env.items():
+        if not key.startswith("EGRESS_SOURCE_"):
+            continue
+        for suffix in ("_URL", "_PASSWORD"):
+            if key.endswith(suffix) and len(key) > len("EGRESS_SOURCE_") + len(suffix):
+                name = key[len("EGRESS_SOURCE_") : -len(suffix)].lower()
+                source_values.setdefault(name, {})[suffix[1:].lower()] = value
     sources = {name: _with_password(cfg["url"], cfg.get("password"))
-               for name, cfg in data.get("sources", {}).items() if "url" in cfg}
-    for key, value in env.items():
-        if key.startswith("EGRESS_SOURCE_") and key.endswith("_URL"):
-            sources[key[len("EGRESS_SOURCE_") : -len("_URL")].lower()] = value
+               for name, cfg in source_values.items() if "url" in cfg}
 
-    destinations = {"local": {"type": "local", "path": str(home_path / "exports")}}
-    destinations.update(data.get("destinations", {}))
-
-    worker_values = dict(data.get("worker", {}))
-    export_values = dict(data.get("export", {}))
-    api_values = dict(data.get("api", {}))
-    webhook_values = dict(data.get("webhooks", {}))
-    remote_values = dict(data.get("remote", {}))
+    destinations: dict[str, dict[str, Any]] = {
+        "local": {"type": "local", "path": str(home_path / "exports")}}
+    for name, cfg in data.get("destinations", {}).items():
+        destinations[name] = dict(cfg)
     for key, value in env.items():
-        if key.startswith("EGRESS_WORKER_"):
-            worker_values[key[len("EGRESS_WORKER_") :].lower()] = value
-        elif key.startswith("EGRESS_EXPORT_"):
-            export_values[key[len("EGRESS_EXPORT_") :].lower()] = value
-        elif key.startswith("EGRESS_API_"):
-            api_values[key[len("EGRESS_API_") :].lower()] = value
-        elif key.startswith("EGRESS_WEBHOOKS_"):
-            webhook_values[key[len("EGRESS_WEBHOOKS_") :].lower()] = value
-        elif key.startswith("EGRESS_REMOTE_"):
-            remote_values[key[len("EGRESS_REMOTE_") :].lower()] = value
+        if key.startswith("EGRESS_DESTINATION_"):
+            found = _destination_variable(key[len("EGRESS_DESTINATION_") :])
+            if found is None:
+                raise ConfigError(f"unknown destination setting in {key}; allowed: "
+                                  f"EGRESS_DESTINATION_<NAME>_<SETTING> with a setting of "
+                                  f"{', '.join(DESTINATION_KEYS)}")
+            name, setting = found
+            destinations.setdefault(name, {})[setting] = value
+
+    values: dict[str, dict[str, Any]] = {
+        section: dict(data.get(section, {})) for section in SECTION_PREFIXES.values()}
+    for key, value in env.items():
+        for prefix, section in SECTION_PREFIXES.items():
+            if key.startswith(prefix):
+                values[section][key[len(prefix) :].lower()] = value
+
+    allow_source_urls: Any = env.get("EGRESS_ALLOW_SOURCE_URLS",
+                                     data.get("allow_source_urls", True))
+    try:
+        allow = _convert(True, allow_source_urls)
+    except ValueError as exc:
+        raise ConfigError(f"bad value for allow_source_urls: {allow_source_urls!r}") from exc
 
     return Settings(
         home=home_path,
         store_url=store_url,
         sources=sources,
         destinations=destinations,
-        worker=_check_worker(_coerce(WorkerSettings, worker_values, "worker")),
-        export=_coerce(ExportDefaults, export_values, "export"),
-        api=_check_api(_coerce(ApiSettings, api_values, "api")),
-        webhooks=_check_webhooks(_coerce(WebhookSettings, webhook_values, "webhooks")),
-        remote=_coerce(RemoteSettings, remote_values, "remote"),
-        allow_source_urls=bool(data.get("allow_source_urls", True)),
+        worker=_check_worker(_coerce(WorkerSettings, values["worker"], "worker")),
+        export=_coerce(ExportDefaults, values["export"], "export"),
+        api=_check_api(_coerce(ApiSettings, values["api"], "api")),
+        webhooks=_check_webhooks(_coerce(WebhookSettings, values["webhooks"], "webhooks")),
+        remote=_coerce(RemoteSettings, values["remote"], "remote"),
+        allow_source_urls=allow,
     )

@@ -13,6 +13,7 @@ import click
 
 from egress import __version__
 from egress.cli.audit import audit
+from egress.cli.config import config_group
 from egress.cli.demo import demo_command
 from egress.cli.errors import EXIT_INTERRUPTED, exit_code_for, one_line
 from egress.cli.export import export_command
@@ -49,6 +50,7 @@ main.add_command(export_command)
 main.add_command(demo_command)
 main.add_command(serve)
 main.add_command(audit)
+main.add_command(config_group)
 for _command in (*JOB_COMMANDS, *TOKEN_COMMANDS):
     main.add_command(_command)
 

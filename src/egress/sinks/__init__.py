@@ -7,6 +7,7 @@ error lists the known ones.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -67,6 +68,29 @@ def open_sink(url_or_path: str | os.PathLike[str], **settings: Any) -> Sink:
         raise ConfigError(f"bad settings for a {scheme} destination: {exc}") from exc
 
 
+_BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def _typed(cls: type, settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings given as text (``EGRESS_DESTINATION_<NAME>_<SETTING>`` variables) as the
+    type of the parameter's default: ``"5242880"`` → 5242880 for ``min_part_bytes``."""
+    params = inspect.signature(cls).parameters
+    typed = dict(settings)
+    for key, value in settings.items():
+        default = params[key].default if key in params else None
+        if not isinstance(value, str) or default is None or isinstance(default, str):
+            continue
+        try:
+            if isinstance(default, bool):
+                typed[key] = _BOOLEANS[value.strip().lower()]
+            elif isinstance(default, int | float):
+                typed[key] = type(default)(value)
+        except (KeyError, ValueError):
+            raise ConfigError(f"bad value for the destination setting {key}: {value!r}; "
+                              f"it takes a {type(default).__name__}") from None
+    return typed
+
+
 def sink_from_destination(dest: Mapping[str, Any]) -> Sink:
     """The sink of a configured destination (``[destinations.NAME]`` in egress.toml):
     ``type = "local"`` with ``path``, or ``type = "s3"`` with ``bucket``, ``prefix`` and
@@ -83,7 +107,8 @@ def sink_from_destination(dest: Mapping[str, Any]) -> Sink:
         if "bucket" not in settings:
             raise ConfigError("an s3 destination needs a bucket")
         try:
-            return S3Sink(settings.pop("bucket"), settings.pop("prefix", ""), **settings)
+            return S3Sink(settings.pop("bucket"), settings.pop("prefix", ""),
+                          **_typed(S3Sink, settings))
         except TypeError as exc:
             raise ConfigError(f"bad settings for an s3 destination: {exc}") from exc
     raise UnknownNameError("destination type", str(kind), ("local", "s3"))
