@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -16,6 +18,7 @@ from egress.config import ApiSettings, ExportDefaults, Settings, WorkerSettings
 from egress.domain.access import TokenRecord, hash_token, new_token
 from egress.domain.ids import new_id
 from egress.store.base import JobStore
+from pgserver import free_port
 
 #: A test link key (the settings' minimum is 32 characters).
 LINK_KEY = "test-link-key-" + "k" * 32
@@ -89,6 +92,28 @@ class LiveServer:
         self.server.should_exit = True
         self.thread.join(30)
         self.sock.close()
+
+
+def serve_process(home: Path, log: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``egress serve`` on a free port, once it answers ``/readyz``; its output in ``log``."""
+    port = free_port()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "egress.cli", "serve", "--home", str(home), "--port",
+             str(port), *options], stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base}/readyz").status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(log.read_text())
+        time.sleep(0.1)
 
 
 def auth(token: str) -> dict[str, str]:

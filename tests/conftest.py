@@ -28,6 +28,13 @@ def _no_worker_outlives_its_test() -> Iterator[None]:
     kill_leftover_workers()
 
 
+@pytest.fixture(autouse=True)
+def _no_worker_probe_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``egress worker`` run in this process (CliRunner) serves no probes on the default
+    port 9464, which another test's worker may hold (tests that want it pass a port)."""
+    monkeypatch.setenv("EGRESS_WORKER_METRICS_PORT", "0")
+
+
 @pytest.fixture(scope="session")
 def pg_server(pytestconfig: pytest.Config) -> Iterator[PgServer]:
     started = time.monotonic()

@@ -72,6 +72,8 @@ def start_worker(home: Path, log: Path, *extra: str,
                  env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
     env["EGRESS_HOME"] = str(home)
+    # no probe server unless asked (--metrics-port): tests run several workers at once
+    env["EGRESS_WORKER_METRICS_PORT"] = "0"
     env.update(env_extra or {})
     with open(log, "ab") as stderr:  # the child keeps its own descriptor
         proc = subprocess.Popen(

@@ -7,7 +7,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-from egress.logs import QUIET_LIBRARIES, KeyValueFormatter
+from egress.logs import QUIET_LIBRARIES, JsonFormatter, KeyValueFormatter
 
 
 class LogCapture(logging.Handler):
@@ -17,12 +17,15 @@ class LogCapture(logging.Handler):
     def __init__(self, skip_thread: int | None = None) -> None:
         super().__init__(logging.DEBUG)
         self.setFormatter(KeyValueFormatter())
+        # both forms the CLI writes: a secret must be masked in each
+        self.json = JsonFormatter()
         self.lines: list[str] = []
         self.skip_thread = skip_thread
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.skip_thread is None or record.thread != self.skip_thread:
             self.lines.append(self.format(record))
+            self.lines.append(self.json.format(record))
 
 
 @contextlib.contextmanager

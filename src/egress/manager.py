@@ -30,7 +30,7 @@ from egress.sinks.local import LocalSink
 from egress.sources import is_remote, open_source
 from egress.sources.base import Source, TableInfo
 from egress.sources.query import Query, check_query
-from egress.store.base import JobStore
+from egress.store.base import JobStore, WorkerStore
 
 DEFAULT_PROJECT = "default"
 _PROJECT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -332,7 +332,7 @@ def open_sink(settings: Settings, export: ExportRecord) -> Sink:
     return sink_from_destination(dest).for_export(check_project(export.project), export.id)
 
 
-def remove_outputs(store: JobStore, settings: Settings, export: ExportRecord) -> None:
+def remove_outputs(store: WorkerStore, settings: Settings, export: ExportRecord) -> None:
     """Remove every file of an export (cancelled, failed for good, or deleted), and abort
     its multipart uploads."""
     dest = settings.destination(export.destination)

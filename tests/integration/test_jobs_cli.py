@@ -31,12 +31,27 @@ def test_jobs_create_takes_sizes_lists_formats_and_shows_rfc3339(tmp_path: Path)
     export_id = made.stdout.strip()
     ran = runner.invoke(main, ["worker", "--exit-when-idle"], env=env)
     assert ran.exit_code == 0, ran.output
-    # the worker says what it does, one line each, and nothing of its libraries' chatter
-    log = ran.stderr
-    assert f"task claimed attempts=0 export='{export_id}'" in log
-    assert "slice ended" in log and "rows=2000" not in log.split("slice ended")[0]
-    assert "export completed bytes=" in log and f"export='{export_id}'" in log
-    assert "total_rows=2000" in log and "alembic" not in log.lower()
+    # the worker says what it does, one JSON line each (no terminal here), every line of
+    # a task's work with its ids, and nothing of its libraries' chatter
+    lines = [json.loads(line) for line in ran.stderr.splitlines()]
+    by = {}
+    for line in lines:
+        by.setdefault(line["message"], []).append(line)
+    [claimed] = by["task claimed"]
+    assert claimed["export_id"] == export_id and claimed["attempts"] == 0
+    task_id, worker_id = claimed["task_id"], claimed["worker_id"]
+    assert task_id.startswith("tsk_") and worker_id
+    work = by["slice ended"] + by["export completed"]
+    assert all((w["export_id"], w["task_id"], w["worker_id"]) == (export_id, task_id, worker_id)
+               for w in work)
+    assert by["export completed"][0]["rows"] == 2000 == by["slice ended"][-1]["total_rows"]
+    started = next(i for i, line in enumerate(lines) if line["message"] == "worker started")
+    assert all(line["worker_id"] == worker_id for line in lines[started:])
+    assert not any("alembic" in line["logger"] for line in lines)
+    assert dt.datetime.fromisoformat(lines[0]["time"]).tzinfo == dt.UTC
+    # on request, the readable form
+    text = runner.invoke(main, ["worker", "--exit-when-idle", "--log-format", "text"], env=env)
+    assert "worker started" in text.stderr and not text.stderr.lstrip().startswith("{")
 
     shown = json.loads(runner.invoke(main, ["jobs", "show", export_id, "--json"],
                                      env=env).stdout)
@@ -82,6 +97,8 @@ def test_a_worker_runs_at_a_lower_cpu_priority_unless_told_not_to(tmp_path: Path
                 time.sleep(0.1)
             expected = 10 if nice is None else 0
             assert set(_nice_of_threads(proc.pid)) == {expected}
-            assert f"worker priority nice={expected}" in log.read_text()
+            assert {"message": "worker priority", "nice": expected}.items() <= next(
+                line for line in map(json.loads, log.read_text().splitlines())
+                if line["message"] == "worker priority").items()
         finally:
             stop(proc, signal.SIGTERM)

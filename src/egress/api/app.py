@@ -23,7 +23,6 @@ from typing import Any
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Request
 from fastapi.routing import APIRoute
-from prometheus_client import Counter, Histogram
 
 from egress import __version__
 from egress.api.apidocs import install_api_docs
@@ -40,9 +39,13 @@ from egress.api.links import check_public_url, load_link_key
 from egress.config import Settings
 from egress.exceptions import ConfigError
 from egress.home import ensure_home
+from egress.metrics import API_LATENCY as LATENCY
+from egress.metrics import API_REQUESTS as REQUESTS
+from egress.metrics import STORE_STATS
 from egress.ratelimit import RateLimiter
 from egress.redact import install_log_redaction
 from egress.store.base import JobStore
+from egress.store.over_api import ROUTE_PREFIX as WORKER_ROUTE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +55,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-REQUESTS = Counter("egress_api_requests_total", "API requests answered",
-                   ["method", "route", "status"])
-LATENCY = Histogram("egress_api_request_seconds", "Time to the end of the API response",
-                    ["method", "route"],
-                    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
-
 #: Documented for the routes of other modules (events, deliveries): the body limit and
 #: JSON parsing apply to every route.
 OTHERS_ERRORS: dict[int | str, dict[str, Any]] = {**COMMON_ERRORS, **NOT_FOUND, **BODY_ERRORS}
+#: Largest body of a worker route's call (a checkpoint; api.max_body_bytes is for tenants).
+WORKER_MAX_BODY_BYTES = 16 * 1024 * 1024
+
 DESCRIPTION = """\
 Long exports of large databases as durable, resumable jobs. Authenticate with
 `Authorization: Bearer <token>` (`egress tokens create`). Every error is
@@ -80,12 +80,16 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # a worker's checkpoint (a Parquet file's row-group footers) outgrows api.max_body_bytes
+        worker = scope["path"].startswith(WORKER_ROUTE_PREFIX)
+        limit = WORKER_MAX_BODY_BYTES if worker else self.limit
         too_large = error_response(PayloadTooLarge(
-            f"the request body is larger than {self.limit} bytes (api.max_body_bytes)"))
+            f"the request body is larger than {limit} bytes"
+            + ("" if worker else " (api.max_body_bytes)")))
         headers = dict(scope.get("headers", ()))
         length = headers.get(b"content-length")
         if length is not None:
-            if not length.isdigit() or int(length) > self.limit:
+            if not length.isdigit() or int(length) > limit:
                 await too_large(scope, receive, send)
                 return
             await self.app(scope, receive, send)
@@ -103,7 +107,7 @@ class BodyLimit:
                 break
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
-            if size > self.limit:
+            if size > limit:
                 await too_large(scope, receive, send)
                 return
             more = message.get("more_body", False)
@@ -201,10 +205,11 @@ def _include_routers(app: FastAPI) -> None:
         health,
         rows,
         sources,
+        worker,
     )
 
     own = [m.router for m in (health, exports, files, sources, rows, audit)]
-    routers = [*own, events.router, deliveries.router]
+    routers = [*own, events.router, deliveries.router, worker.router]
     allowed: list[tuple[re.Pattern[str], set[str]]] = []
     for router in routers:
         # routers of other modules get the common problem answers documented too
@@ -241,6 +246,8 @@ def create_app(
         own = app.state.store is None
         if own:
             app.state.store = await anyio.to_thread.run_sync(_open_store, settings)
+        stats_of = app.state.store
+        STORE_STATS.attach(stats_of)  # /metrics: exports and tasks by state, the queue
         worker, thread = None, None
         if run_worker:
             from egress.worker.loop import Worker
@@ -253,6 +260,7 @@ def create_app(
             yield
         finally:
             await stop_hub(app)
+            STORE_STATS.detach(stats_of)
             if worker is not None and thread is not None:
                 worker.stopping.set()
                 await anyio.to_thread.run_sync(thread.join, settings.worker.grace_seconds + 5)

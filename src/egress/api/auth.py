@@ -24,7 +24,14 @@ import anyio.to_thread
 from fastapi import Request
 
 from egress.api.errors import Forbidden, TooManyRequests, Unauthorized
-from egress.domain.access import TOKEN_PREFIX, AuditEntry, Principal, TokenRecord, hash_token
+from egress.domain.access import (
+    TOKEN_PREFIX,
+    WORKER_SCOPE,
+    AuditEntry,
+    Principal,
+    TokenRecord,
+    hash_token,
+)
 from egress.store.base import JobStore
 
 log = logging.getLogger(__name__)
@@ -104,18 +111,20 @@ def _bearer(request: Request) -> str:
     return token
 
 
-async def authenticate(request: Request) -> Principal:
+async def authenticate(request: Request, *, worker: bool = False) -> Principal:
     """The caller of ``request``; 401 when the token is missing, unknown or revoked,
     429 when it is over its rate limit. Reads the store (in a worker thread) only for a
     token not cached, and writes ``last_used_at`` at most once per
-    ``api.token_touch_seconds``."""
+    ``api.token_touch_seconds``. ``worker``: the internal worker routes, which only a
+    token of scope ``worker`` may call (and such a token nothing else)."""
     cached = getattr(request.state, "principal", None)
     if cached is not None:
         return cached
-    return await authenticate_digest(request, hash_token(_bearer(request)))
+    return await authenticate_digest(request, hash_token(_bearer(request)), worker=worker)
 
 
-async def authenticate_digest(request: Request, digest: str) -> Principal:
+async def authenticate_digest(request: Request, digest: str, *, worker: bool = False
+                              ) -> Principal:
     """The caller whose token has the SHA-256 ``digest`` (the web page's session keeps
     the digest, not the token): the same checks, limits and caching as a bearer token."""
     app_state = request.app.state
@@ -130,7 +139,16 @@ async def authenticate_digest(request: Request, digest: str) -> Principal:
     if entry is None or not hmac.compare_digest(entry.record.token_hash, digest):
         raise Unauthorized("unknown or revoked token")
     record = entry.record
-    wait = app_state.limiter.acquire(record.id)
+    is_worker = WORKER_SCOPE in record.scopes
+    if worker and not is_worker:
+        raise Forbidden(f"the worker routes need a token of scope {WORKER_SCOPE!r} "
+                        "(egress tokens create --scopes worker)")
+    if is_worker and not worker:
+        raise Forbidden("a worker token is for 'egress worker --api' only: it can neither "
+                        "read nor create exports")
+    # Workers are the fleet, not a tenant: their calls (claims, heartbeats, commits) are
+    # paced by their own settings, never turned away by a tenant's rate limit.
+    wait = 0.0 if is_worker else app_state.limiter.acquire(record.id)
     if wait > 0:
         raise TooManyRequests(
             f"rate limit of this token exceeded; retry after {wait:.1f} s "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -21,7 +21,7 @@ from egress.exceptions import ConfigError
 from egress.export_view import ExportView, export_view
 from egress.formats import COMPRESSIONS, FORMATS
 from egress.home import ensure_home
-from egress.store.base import JobStore
+from egress.store.base import JobStore, WorkerStore
 
 home_option = click.option(
     "--home", envvar="EGRESS_HOME", type=click.Path(file_okay=False),
@@ -31,6 +31,11 @@ project_option = click.option(
     "--project", default=manager.DEFAULT_PROJECT, show_default=True, help="Project (tenant)."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+log_format_option = click.option(
+    "--log-format", type=click.Choice(["auto", "json", "text"]), envvar="EGRESS_LOG_FORMAT",
+    default="auto", show_default=True,
+    help="Log lines as JSON (for collectors) or key=value text; auto: text on a terminal, "
+         "JSON otherwise [env EGRESS_LOG_FORMAT].")
 
 
 def open_store(settings: Settings) -> JobStore:
@@ -58,23 +63,81 @@ def _settings(home: str | None) -> Settings:
 @click.option("--exit-when-idle", is_flag=True,
               help="Exit once no export is queued or running (after dead workers' leases end).")
 @click.option("--log-level", default="INFO", show_default=True)
-def worker(home: str | None, concurrency: int | None, exit_when_idle: bool, log_level: str) -> None:
+@log_format_option
+@click.option("--api", "api_url", metavar="URL",
+              help="Reach the job store through the API at URL (no database credentials "
+                   "here) [env EGRESS_WORKER_API_URL; worker.api_url].")
+@click.option("--token", "api_token", envvar="EGRESS_WORKER_API_TOKEN", metavar="TOKEN",
+              help="Token of scope 'worker' for --api [env EGRESS_WORKER_API_TOKEN; "
+                   "prefer the environment: a command line is visible to other users].")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
+              help="Serve /metrics, /healthz and /readyz on this port; 0: not at all "
+                   "[default 9464; env EGRESS_WORKER_METRICS_PORT; worker.metrics_port].")
+@click.option("--metrics-host", metavar="ADDRESS",
+              help="Address of that server [default 127.0.0.1; a container: 0.0.0.0; env "
+                   "EGRESS_WORKER_METRICS_HOST; worker.metrics_host].")
+def worker(home: str | None, concurrency: int | None, exit_when_idle: bool, log_level: str,
+           log_format: str, api_url: str | None, api_token: str | None,
+           metrics_port: int | None, metrics_host: str | None) -> None:
     """Claim and run export tasks until stopped (SIGTERM finishes the parts in hand)."""
     from egress.logs import setup_logging
     from egress.worker.priority import lower_process_priority
 
-    setup_logging(log_level)
+    setup_logging(log_level, log_format)
     settings = _settings(home)
     # before the engine's imports start threads of their own (they inherit it)
     lower_process_priority(settings.worker.nice)
     from egress.worker.loop import Worker
 
-    store = _run(lambda: open_store(settings))
+    api_url = api_url or settings.worker.api_url
+    if api_url:
+        from egress.store.over_api import open_worker_store
+
+        token = api_token or settings.worker.api_token
+        store: WorkerStore = _run(lambda: open_worker_store(api_url, token))
+    else:
+        store = _run(lambda: open_store(settings))
     w = Worker(store, settings, concurrency=concurrency)
+    try:
+        stop_probes = _run(lambda: _start_probes(store, settings, w.health, metrics_host,
+                                                 metrics_port))
+    except BaseException:
+        store.close()
+        raise
     w.install_signal_handlers()
-    code = w.run(exit_when_idle=exit_when_idle)
+    try:
+        code = w.run(exit_when_idle=exit_when_idle)
+    finally:
+        stop_probes()
     store.close()
     sys.exit(code)
+
+
+def _start_probes(store: WorkerStore, settings: Settings, health: Any, host: str | None,
+                  port: int | None) -> Callable[[], None]:
+    """The worker's /metrics, /healthz and /readyz (worker/probes.py), unless the port is
+    0; returns what stops them."""
+    from egress.metrics import STORE_STATS
+    from egress.worker.probes import ProbeServer
+
+    w = settings.worker
+    port = w.metrics_port if port is None else port
+    if port == 0:
+        return lambda: None
+    server = ProbeServer(store, health, host=host or w.metrics_host, port=port,
+                         stale_seconds=w.health_stale_seconds).start()
+    # the queue gauges need the store's own query: not there for an --api worker (the
+    # API's /metrics has them)
+    stats = cast(JobStore, store) if hasattr(store, "queue_stats") else None
+    if stats is not None:
+        STORE_STATS.attach(stats)
+
+    def stop() -> None:
+        if stats is not None:
+            STORE_STATS.detach(stats)
+        server.stop()
+
+    return stop
 
 
 @click.command()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from egress.cli.jobs import home_option, open_store
+from egress.cli.jobs import home_option, log_format_option, open_store
 
 if TYPE_CHECKING:
     import uvicorn
@@ -35,15 +35,16 @@ if TYPE_CHECKING:
               help="API processes sharing the port: one Python process uses one core at "
                    "most. The embedded worker runs in the first one only.")
 @click.option("--log-level", default="INFO", show_default=True)
+@log_format_option
 def serve(home: str | None, host: str, port: int, no_worker: bool, processes: int,
-          log_level: str) -> None:
+          log_level: str, log_format: str) -> None:
     """Serve the HTTP API (/v1, OpenAPI at /openapi.json) and run an embedded worker."""
     import uvicorn
 
     from egress.config import load_settings
     from egress.logs import setup_logging
 
-    setup_logging(log_level)
+    setup_logging(log_level, log_format)
     settings = load_settings(home)
     # log_config=None: keep the handlers set up above (one line per event)
     config = uvicorn.Config("egress", host=host, port=port, log_config=None,

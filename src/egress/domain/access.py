@@ -15,8 +15,13 @@ from typing import Any
 
 from egress.exceptions import ConfigError
 
-#: Scopes a token may carry; ``admin`` implies every other one.
-SCOPES = ("exports:read", "exports:create", "exports:cancel", "exports:query", "admin")
+#: Scopes a token may carry; ``admin`` implies every other one except ``worker``.
+SCOPES = ("exports:read", "exports:create", "exports:cancel", "exports:query", "admin",
+          "worker")
+#: The scope of workers that reach the store through the API (``egress worker --api``):
+#: only the internal worker routes, for every project, and nothing else. It stands alone
+#: on a token, and ``admin`` does not imply it (a project's admin is not the fleet).
+WORKER_SCOPE = "worker"
 #: Every token starts with this, so a leaked one is easy to recognise (secret scanners).
 TOKEN_PREFIX = "egr_"
 _NAME = re.compile(r"^[\w .:@-]{1,128}$")
@@ -32,7 +37,7 @@ class Principal:
     client: str | None = None
 
     def has(self, scope: str) -> bool:
-        return scope in self.scopes or "admin" in self.scopes
+        return scope in self.scopes or ("admin" in self.scopes and scope != WORKER_SCOPE)
 
 
 def new_token() -> str:
@@ -51,6 +56,9 @@ def check_scopes(scopes: list[str] | tuple[str, ...]) -> tuple[str, ...]:
         raise ConfigError(f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(SCOPES)}")
     if not scopes:
         raise ConfigError(f"give a token at least one scope; known: {', '.join(SCOPES)}")
+    if WORKER_SCOPE in scopes and len(set(scopes)) > 1:
+        raise ConfigError("the scope 'worker' stands alone: a worker token reaches only the "
+                          "worker routes; make a separate token for the other scopes")
     return tuple(s for s in SCOPES if s in scopes)
 
 

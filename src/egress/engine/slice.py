@@ -38,6 +38,7 @@ from egress.exceptions import DataError
 from egress.formats import get_compression, make_format
 from egress.formats.base import Format
 from egress.formats.compression import Compression
+from egress.logs import in_context
 from egress.sinks.base import Sink
 from egress.sources.base import Source, TableInfo
 
@@ -344,7 +345,7 @@ class _Committer:
         self.wait()
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="egress-commit")
-        self._last = self._pool.submit(self._commit, part)
+        self._last = self._pool.submit(in_context(self._commit), part)
 
     def close(self) -> None:
         """Let the part in hand finish (or fail); a failure already raised is not raised

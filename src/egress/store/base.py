@@ -38,47 +38,40 @@ class LeaseEvent:
     at: float
 
 
-class JobStore(Protocol):
-    # --- lifecycle --------------------------------------------------------------------
-    def migrate(self) -> None:
-        """Create or upgrade the schema (Alembic), idempotent."""
-        ...
+@dataclass(frozen=True)
+class QueueStats:
+    """The job store's gauges (``egress.metrics.StoreStats``): counts by state, the queue."""
 
+    #: exports by state (states without exports may be missing)
+    exports: dict[str, int]
+    #: tasks by state (states without tasks may be missing)
+    tasks: dict[str, int]
+    #: queued tasks whose ``run_after`` has come: what workers would claim now
+    ready: int
+    #: how long the oldest of them has been ready (0 when none is)
+    oldest_ready_seconds: float
+
+
+class WorkerStore(Protocol):
+    """What a worker needs of the job store: claims, leases, checkpoints, finalizing, the
+    reconciler's sweeps, remote polls and webhook deliveries. A worker reaches it either
+    directly (``SqlJobStore``) or through the API's worker routes (``store/over_api.py``,
+    for workers without database credentials); every method is one call there."""
+
+    # --- lifecycle and readiness ------------------------------------------------------
     def now(self) -> float:
         """The database's clock, seconds since the epoch."""
         ...
 
     def close(self) -> None: ...
 
-    # --- exports ----------------------------------------------------------------------
-    def export_create(
-        self, export: ExportRecord, tasks: Sequence[TaskRecord], *,
-        active_cap: int | None = None, audit: AuditEntry | None = None,
-    ) -> tuple[ExportRecord, bool]:
-        """Insert the export and its tasks in one transaction; returns (record, created).
-        ``audit``: an entry written in that transaction when the export is created.
-
-        With an idempotency key already used in the project: the same ``request_hash``
-        returns the existing export and False; another raises IdempotencyConflictError.
-        With ``active_cap``: ActiveLimitError if the project has that many exports queued
-        or running, counted in the inserting transaction (concurrent creates queue on
-        the project, so no interleaving passes the cap).
-        """
+    def schema_current(self) -> bool:
+        """Whether the schema is at the newest migration; StoreError if unreachable."""
         ...
 
+    # --- exports: what workers and the reconciler move --------------------------------
     def export_get(self, project: str | None, export_id: str) -> ExportRecord | None:
         """The export if it belongs to ``project`` (None: any project, for workers)."""
-        ...
-
-    def export_list(
-        self,
-        project: str,
-        *,
-        states: Sequence[ExportState] | None = None,
-        limit: int = 50,
-        before_id: str | None = None,
-    ) -> list[ExportRecord]:
-        """Newest first; ``before_id`` is the paging cursor (ids sort by creation)."""
         ...
 
     def export_complete(self, export_id: str, manifest: dict[str, Any]) -> bool:
@@ -87,21 +80,6 @@ class JobStore(Protocol):
 
     def export_fail(self, export_id: str, error: str) -> bool:
         """Any non-terminal state → failed; its queued tasks → cancelled."""
-        ...
-
-    def export_cancel(self, project: str, export_id: str) -> ExportRecord | None:
-        """queued → cancelled at once; running → cancelled with ``cancel_requested``
-        (running tasks stop at their next heartbeat). Terminal exports are returned as
-        they are. None if not found in the project."""
-        ...
-
-    def export_retry(self, project: str, export_id: str) -> ExportRecord | None:
-        """failed → queued; its failed/cancelled tasks → queued with attempts reset and
-        their checkpoints kept, so they continue where they stopped."""
-        ...
-
-    def export_delete(self, project: str, export_id: str) -> bool:
-        """Delete a terminal export and its tasks; False if not found or not terminal."""
         ...
 
     def export_list_finalizable(self) -> list[ExportRecord]:
@@ -133,17 +111,6 @@ class JobStore(Protocol):
 
     def export_mark_cleaned(self, export_id: str) -> bool:
         """Record that the outputs of a cancelled/failed export were removed."""
-        ...
-
-    # --- progress (live events) -------------------------------------------------------
-    def export_progress_many(self, export_ids: Sequence[str]) -> dict[str, ExportProgress]:
-        """State, counters and per-table progress of every export in ``export_ids`` that
-        exists, read in one query (any project: callers check access first)."""
-        ...
-
-    def export_throughput(self, format: str, limit: int = 50) -> list[tuple[str, int, float]]:
-        """``(source, rows, seconds from start to finish)`` of the newest ``limit``
-        completed exports in ``format`` (any project): what estimates learn from."""
         ...
 
     # --- tasks ------------------------------------------------------------------------
@@ -210,11 +177,7 @@ class JobStore(Protocol):
         """Requeue running tasks whose lease expired; returns how many."""
         ...
 
-    def lease_events(self, task_id: str | None = None) -> list[LeaseEvent]:
-        """The lease log in order (for tests and audits)."""
-        ...
-
-    # --- remote engines (sql_remote.py: submitted tasks hold no lease) -----------------
+    # --- remote engines (sql_remote.py: submitted tasks hold no lease) ----------------
     def remote_submitted(
         self, task_id: str, token: str, *, query_id: str, next_uri: str | None,
         delay: float, note: str | None = None,
@@ -274,53 +237,6 @@ class JobStore(Protocol):
         """The export is cancelled, failed or gone."""
         ...
 
-    # --- API tokens (store/sql_tokens.py) ---------------------------------------------
-    def token_create(self, token: TokenRecord) -> TokenRecord:
-        """Store a new token (its hash only); its project is created if new."""
-        ...
-
-    def token_find(self, token_hash: str) -> TokenRecord | None:
-        """The token with this SHA-256, revoked or not (callers check ``active``)."""
-        ...
-
-    def token_get(self, token_id: str) -> TokenRecord | None:
-        """The token with this id, revoked or not."""
-        ...
-
-    def token_touch(self, token_id: str, min_interval: float) -> bool:
-        """Set ``last_used_at`` to now unless it was set less than ``min_interval`` s ago
-        (one write per token per interval, not one per request)."""
-        ...
-
-    def token_list(self, project: str | None = None) -> list[TokenRecord]:
-        """Tokens of ``project`` (None: every project), oldest first."""
-        ...
-
-    def token_revoke(self, token_id: str, project: str | None = None) -> TokenRecord | None:
-        """Revoke a token (idempotent); None if there is no such token (in ``project``)."""
-        ...
-
-    # --- audit log and readiness (store/sql_audit.py) ---------------------------------
-    def audit_write(self, entry: AuditEntry) -> AuditEntry:
-        """Append one entry; the store sets its id and time."""
-        ...
-
-    def audit_list(
-        self,
-        project: str,
-        *,
-        export_id: str | None = None,
-        actions: Sequence[str] | None = None,
-        limit: int = 100,
-        before_id: int | None = None,
-    ) -> list[AuditEntry]:
-        """Entries of ``project`` (of one export, of some actions, if given), newest first."""
-        ...
-
-    def schema_current(self) -> bool:
-        """Whether the schema is at the newest migration; StoreError if unreachable."""
-        ...
-
     # --- webhook deliveries (store/sql_deliveries.py) ---------------------------------
     def delivery_claim(self, *, lease_seconds: float, limit: int = 1) -> list[DeliveryRecord]:
         """Lease up to ``limit`` due deliveries (pending, ``next_attempt_at`` passed), oldest
@@ -351,6 +267,131 @@ class JobStore(Protocol):
         (its receiver's rate limit is reached). False: the lease was lost meanwhile."""
         ...
 
+    def webhook_secret_list(self, project: str) -> list[WebhookSecret]:
+        """The project's signing secrets still in use, newest first (may be empty)."""
+        ...
+
+    def webhook_secret_ensure(self, project: str, secret: str) -> list[WebhookSecret]:
+        """Like webhook_secret_list, but a project without any secret gets ``secret`` as
+        its first one."""
+        ...
+
+
+class JobStore(WorkerStore, Protocol):
+    """The whole store: the worker's part and what the API, the CLI and tests use."""
+
+    # --- lifecycle --------------------------------------------------------------------
+    def migrate(self) -> None:
+        """Create or upgrade the schema (Alembic), idempotent."""
+        ...
+
+    # --- exports: what API callers and the CLI do -------------------------------------
+    def export_create(
+        self, export: ExportRecord, tasks: Sequence[TaskRecord], *,
+        active_cap: int | None = None, audit: AuditEntry | None = None,
+    ) -> tuple[ExportRecord, bool]:
+        """Insert the export and its tasks in one transaction; returns (record, created).
+        ``audit``: an entry written in that transaction when the export is created.
+
+        With an idempotency key already used in the project: the same ``request_hash``
+        returns the existing export and False; another raises IdempotencyConflictError.
+        With ``active_cap``: ActiveLimitError if the project has that many exports queued
+        or running, counted in the inserting transaction (concurrent creates queue on
+        the project, so no interleaving passes the cap).
+        """
+        ...
+
+    def export_list(
+        self,
+        project: str,
+        *,
+        states: Sequence[ExportState] | None = None,
+        limit: int = 50,
+        before_id: str | None = None,
+    ) -> list[ExportRecord]:
+        """Newest first; ``before_id`` is the paging cursor (ids sort by creation)."""
+        ...
+
+    def export_cancel(self, project: str, export_id: str) -> ExportRecord | None:
+        """queued → cancelled at once; running → cancelled with ``cancel_requested``
+        (running tasks stop at their next heartbeat). Terminal exports are returned as
+        they are. None if not found in the project."""
+        ...
+
+    def export_retry(self, project: str, export_id: str) -> ExportRecord | None:
+        """failed → queued; its failed/cancelled tasks → queued with attempts reset and
+        their checkpoints kept, so they continue where they stopped."""
+        ...
+
+    def export_delete(self, project: str, export_id: str) -> bool:
+        """Delete a terminal export and its tasks; False if not found or not terminal."""
+        ...
+
+    # --- progress (live events) -------------------------------------------------------
+    def export_progress_many(self, export_ids: Sequence[str]) -> dict[str, ExportProgress]:
+        """State, counters and per-table progress of every export in ``export_ids`` that
+        exists, read in one query (any project: callers check access first)."""
+        ...
+
+    def export_throughput(self, format: str, limit: int = 50) -> list[tuple[str, int, float]]:
+        """``(source, rows, seconds from start to finish)`` of the newest ``limit``
+        completed exports in ``format`` (any project): what estimates learn from."""
+        ...
+
+    def queue_stats(self) -> QueueStats:
+        """Exports and tasks by state and the ready queue, all projects, read together
+        (for the metrics gauges: callers cache it for a few seconds)."""
+        ...
+
+    # --- tasks ------------------------------------------------------------------------
+    def lease_events(self, task_id: str | None = None) -> list[LeaseEvent]:
+        """The lease log in order (for tests and audits)."""
+        ...
+
+    # --- API tokens (store/sql_tokens.py) ---------------------------------------------
+    def token_create(self, token: TokenRecord) -> TokenRecord:
+        """Store a new token (its hash only); its project is created if new."""
+        ...
+
+    def token_find(self, token_hash: str) -> TokenRecord | None:
+        """The token with this SHA-256, revoked or not (callers check ``active``)."""
+        ...
+
+    def token_get(self, token_id: str) -> TokenRecord | None:
+        """The token with this id, revoked or not."""
+        ...
+
+    def token_touch(self, token_id: str, min_interval: float) -> bool:
+        """Set ``last_used_at`` to now unless it was set less than ``min_interval`` s ago
+        (one write per token per interval, not one per request)."""
+        ...
+
+    def token_list(self, project: str | None = None) -> list[TokenRecord]:
+        """Tokens of ``project`` (None: every project), oldest first."""
+        ...
+
+    def token_revoke(self, token_id: str, project: str | None = None) -> TokenRecord | None:
+        """Revoke a token (idempotent); None if there is no such token (in ``project``)."""
+        ...
+
+    # --- audit log (store/sql_audit.py) -----------------------------------------------
+    def audit_write(self, entry: AuditEntry) -> AuditEntry:
+        """Append one entry; the store sets its id and time."""
+        ...
+
+    def audit_list(
+        self,
+        project: str,
+        *,
+        export_id: str | None = None,
+        actions: Sequence[str] | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[AuditEntry]:
+        """Entries of ``project`` (of one export, of some actions, if given), newest first."""
+        ...
+
+    # --- webhook deliveries, as callers see them --------------------------------------
     def delivery_replay(
         self, project: str, export_id: str, delivery_id: str
     ) -> DeliveryRecord | None:
@@ -369,18 +410,15 @@ class JobStore(Protocol):
         """Every attempt of every delivery of an export, by delivery and attempt number."""
         ...
 
-    def webhook_secret_list(self, project: str) -> list[WebhookSecret]:
-        """The project's signing secrets still in use, newest first (may be empty)."""
-        ...
-
-    def webhook_secret_ensure(self, project: str, secret: str) -> list[WebhookSecret]:
-        """Like webhook_secret_list, but a project without any secret gets ``secret`` as
-        its first one."""
-        ...
-
     def webhook_secret_rotate(
         self, project: str, secret: str, *, previous_expire_in: float
     ) -> list[WebhookSecret]:
         """Make ``secret`` the newest; the older ones keep signing for
         ``previous_expire_in`` seconds (0: stop at once). Returns the active secrets."""
         ...
+
+
+#: The operations a worker may call through the API's worker routes.
+WORKER_OPERATIONS = frozenset(
+    name for name in vars(WorkerStore) if not name.startswith("_") and name != "close"
+)

@@ -1,4 +1,5 @@
-"""Progress reads of SqlJobStore: the state and counters of many exports in one query.
+"""Progress reads of SqlJobStore: the state and counters of many exports in one query,
+and the queue's gauges for the metrics (``queue_stats``).
 
 The event hub of the API asks this once per interval for every export that somebody
 watches, instead of each client polling the database on its own.
@@ -14,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from egress.domain.jobs import ExportState, TaskState
 from egress.domain.progress import ExportProgress, TaskProgress
+from egress.store.base import QueueStats
 from egress.store.core import SqlCore
 from egress.store.schema import exports, tasks
 
@@ -66,6 +68,24 @@ class ProgressOps(SqlCore):
         )
         found = self._tx(lambda c: c.execute(query).all(), read_only=True)
         return [(r.source, int(r.rows), float(r.seconds)) for r in found]
+
+
+    def queue_stats(self) -> QueueStats:
+        # three index scans: exports (state, deadline_at), tasks ix_tasks_claim
+        by_export_state = sa.select(exports.c.state, sa.func.count()).group_by(exports.c.state)
+        by_task_state = sa.select(tasks.c.state, sa.func.count()).group_by(tasks.c.state)
+        ready = sa.select(sa.func.count(), sa.func.min(tasks.c.run_after), self._now).where(
+            tasks.c.state == TaskState.QUEUED.value, tasks.c.run_after <= self._now)
+
+        def run(conn: Connection) -> QueueStats:
+            export_counts = {str(s): int(n) for s, n in conn.execute(by_export_state).all()}
+            task_counts = {str(s): int(n) for s, n in conn.execute(by_task_state).all()}
+            count, oldest, now = conn.execute(ready).one()
+            age = max(0.0, float(now) - float(oldest)) if oldest is not None else 0.0
+            return QueueStats(exports=export_counts, tasks=task_counts, ready=int(count),
+                              oldest_ready_seconds=age)
+
+        return self._tx(run, read_only=True)
 
 
 def _group(rows: Sequence[sa.Row[Any]]) -> dict[str, ExportProgress]:

@@ -14,7 +14,7 @@ from starlette.responses import RedirectResponse, Response
 
 from egress import manager
 from egress.api.auth import authenticate_digest
-from egress.api.errors import Unauthorized
+from egress.api.errors import Forbidden, Unauthorized
 from egress.api.routes import deliveries as delivery_routes
 from egress.api.routes import exports as export_routes
 from egress.api.routes import files as file_routes
@@ -58,6 +58,8 @@ async def sign_in(request: Request) -> Response:
         await authenticate_digest(request, hash_token(token))
     except Unauthorized:
         return login_page(request, WRONG_TOKEN, 401)
+    except Forbidden as exc:  # a worker token: it signs in nowhere
+        return login_page(request, exc.detail, 403)
     response = _redirect("/exports")
     set_session(request, response, new_session(token))  # a fresh CSRF token too
     return response

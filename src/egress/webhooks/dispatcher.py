@@ -26,13 +26,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
-from prometheus_client import Counter
-
 from egress.config import Settings
-from egress.domain.deliveries import AttemptOutcome, DeliveryRecord, with_download_urls
+from egress.domain.deliveries import (
+    AttemptOutcome,
+    DeliveryRecord,
+    DeliveryState,
+    with_download_urls,
+)
 from egress.exceptions import StoreError
+from egress.metrics import WEBHOOK_ATTEMPTS, WEBHOOK_DELIVERIES, WEBHOOK_POSTPONED
 from egress.ratelimit import RateLimiter
-from egress.store.base import JobStore
+from egress.store.base import WorkerStore
 from egress.webhooks.client import PostError, post
 from egress.webhooks.guard import Refused, ResolveError, Resolver, resolve_callback, system_resolver
 from egress.webhooks.schedule import next_retry
@@ -40,16 +44,11 @@ from egress.webhooks.signing import event_body, new_secret, webhook_headers
 
 log = logging.getLogger(__name__)
 
-ATTEMPTS = Counter("egress_webhook_attempts_total", "Webhook delivery attempts made",
-                   ["outcome"])
-POSTPONED = Counter("egress_webhook_postponed_total",
-                    "Deliveries put back unsent: their receiving host's rate was reached")
-
 
 class Dispatcher:
     def __init__(
         self,
-        store: JobStore,
+        store: WorkerStore,
         settings: Settings,
         *,
         name: str | None = None,
@@ -108,7 +107,7 @@ class Dispatcher:
             wait = self._per_host.acquire(host)
             if wait > 0:  # this receiver's turn has not come: back to the outbox, unsent
                 self.store.delivery_postpone(delivery.id, delivery.lease_token, wait)
-                POSTPONED.inc()
+                WEBHOOK_POSTPONED.inc()
                 return None
         started = time.monotonic()
         outcome, status, error, address = AttemptOutcome.FAILURE, None, None, None
@@ -148,7 +147,9 @@ class Dispatcher:
             status_code=status, error=error, address=address, worker=self.name,
             retry_in=retry_in,
         )
-        ATTEMPTS.labels(outcome.value).inc()
+        WEBHOOK_ATTEMPTS.labels(outcome.value).inc()
+        if recorded is not None and recorded.state is not DeliveryState.PENDING:
+            WEBHOOK_DELIVERIES.labels(recorded.state.value).inc()  # delivered | failed
         fields = {"delivery": delivery.id, "export": delivery.export_id,
                   "event": delivery.event_type, "attempt": delivery.attempts + 1,
                   "status": status, "outcome": str(outcome)}

@@ -17,12 +17,12 @@ from egress.engine.manifest import (
 from egress.manager import export_source, open_sink
 from egress.redact import redact_url
 from egress.sources.trino import info_from_columns
-from egress.store.base import JobStore
+from egress.store.base import WorkerStore
 
 log = logging.getLogger(__name__)
 
 
-def finalize_export(store: JobStore, settings: Settings, export_id: str) -> bool:
+def finalize_export(store: WorkerStore, settings: Settings, export_id: str) -> bool:
     """Idempotent: any worker may call it; only one ``export_complete`` succeeds."""
     export = store.export_get(None, export_id)
     if export is None or export.state is not ExportState.RUNNING:

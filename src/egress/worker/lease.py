@@ -6,7 +6,9 @@ import logging
 import threading
 import time
 
-from egress.store.base import JobStore
+from egress.logs import in_context
+from egress.metrics import LEASE_LOSSES, LEASE_RENEWALS
+from egress.store.base import WorkerStore
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +23,7 @@ class LeaseKeeper:
     """
 
     def __init__(
-        self, store: JobStore, task_id: str, token: str, lease_seconds: float, every: float
+        self, store: WorkerStore, task_id: str, token: str, lease_seconds: float, every: float
     ) -> None:
         self.store, self.task_id, self.token = store, task_id, token
         self.lease_seconds, self.every = lease_seconds, every
@@ -29,7 +31,8 @@ class LeaseKeeper:
         self.cancelled = False
         self._stop = threading.Event()
         self._last_renewal = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=f"lease-{task_id}", daemon=True)
+        self._thread = threading.Thread(target=in_context(self._run), name=f"lease-{task_id}",
+                                        daemon=True)
 
     def __enter__(self) -> LeaseKeeper:
         self._thread.start()
@@ -44,8 +47,10 @@ class LeaseKeeper:
             try:
                 beat = self.store.task_heartbeat(self.task_id, self.token, self.lease_seconds)
             except Exception as exc:  # the store is away; the lease runs out on its own
+                LEASE_RENEWALS.labels("error").inc()
                 log.warning("lease renewal failed", extra={"task": self.task_id, "error": str(exc)})
                 if time.monotonic() - self._last_renewal > self.lease_seconds:
+                    LEASE_LOSSES.labels("unreachable").inc()
                     self.lost = True
                     return
                 continue
@@ -53,5 +58,7 @@ class LeaseKeeper:
             if beat.cancel_requested:
                 self.cancelled = True
             if not beat.alive:
+                LEASE_LOSSES.labels("refused").inc()
                 self.lost = True
                 return
+            LEASE_RENEWALS.labels("ok").inc()

@@ -5,6 +5,9 @@ Workers are stateless: everything is in the store, and any worker continues any 
 On SIGTERM (or Ctrl-C) a worker stops claiming, lets each slot commit the part in hand,
 releases its leases (so another worker takes over at once, not after expiry) and exits
 within ``grace_seconds``; a second signal exits at once.
+
+Every loop records the time of its iterations in ``Worker.health`` (worker/health.py):
+what ``/healthz`` of ``egress worker --metrics-port`` answers from (worker/probes.py).
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ import uuid
 from types import FrameType
 
 from egress.config import Settings
-from egress.store.base import JobStore
+from egress.logs import bound, in_context
+from egress.metrics import CLAIM_SECONDS
+from egress.store.base import WorkerStore
 from egress.webhooks.dispatcher import Dispatcher
+from egress.worker.health import Heartbeats
 from egress.worker.reconciler import reconcile_once
 from egress.worker.runner import TaskRunner
 
@@ -34,7 +40,7 @@ def worker_name() -> str:
 class Worker:
     def __init__(
         self,
-        store: JobStore,
+        store: WorkerStore,
         settings: Settings,
         *,
         concurrency: int | None = None,
@@ -46,6 +52,8 @@ class Worker:
         self.stopping = threading.Event()
         self.runner = TaskRunner(store, settings, self.stopping)
         self.dispatcher = Dispatcher(store, settings, name=self.name)
+        #: each loop's last iteration, for /healthz (worker/health.py, worker/probes.py)
+        self.health = Heartbeats()
         self._signals = 0
         self._busy = 0
         self._lock = threading.Lock()
@@ -68,76 +76,109 @@ class Worker:
 
     def _slot(self) -> None:
         w = self.settings.worker
+        me = threading.current_thread().name
         while not self.stopping.is_set():
+            self.health.beat(me, allowance=w.poll_seconds * 2)  # the wait after a claim
+            started = time.perf_counter()
             try:
                 claimed = self.store.task_claim(
                     self.name, lease_seconds=w.lease_seconds, project_cap=w.project_cap, limit=1
                 )
             except Exception as exc:  # store away (restart, network): try again shortly
+                CLAIM_SECONDS.labels("error").observe(time.perf_counter() - started)
                 log.warning("claim failed", extra={"error": str(exc)})
                 self.stopping.wait(w.poll_seconds * 2)
                 continue
+            CLAIM_SECONDS.labels("claimed" if claimed else "empty").observe(
+                time.perf_counter() - started)
             if not claimed:
                 self.stopping.wait(w.poll_seconds)
                 continue
+            # alive while the slice keeps to its bounds (about slice_seconds)
+            self.health.beat(me, allowance=w.slice_seconds)
             with self._lock:
                 self._busy += 1
             task = claimed[0]
-            log.info("task claimed", extra={"export": task.export_id, "task": task.id,
-                                            "table": task.table, "attempts": task.attempts})
             try:
-                self.runner.run(task)
+                with bound(export_id=task.export_id, task_id=task.id):
+                    log.info("task claimed", extra={"table": task.table,
+                                                    "attempts": task.attempts})
+                    self.runner.run(task)
             finally:
                 with self._lock:
                     self._busy -= 1
+        self.health.done(me)
 
     def _reconcile(self) -> None:
         while not self.stopping.wait(self.settings.worker.reconcile_seconds):
+            self.health.beat("reconciler", allowance=self.settings.worker.reconcile_seconds)
             try:
                 reconcile_once(self.store, self.settings, self.runner.remote)
             except Exception as exc:
                 log.warning("reconcile failed", extra={"error": str(exc)})
+        self.health.done("reconciler")
 
     def _poll_remote(self) -> None:
         """Poll the remote engines' submitted queries that are due (worker/remote.py)."""
         remote = self.runner.remote
         while not self.stopping.wait(self.settings.remote.poll_pass_seconds):
+            self.health.beat("remote-poller", allowance=self.settings.remote.poll_pass_seconds)
             try:
                 while remote.poll_pass() and not self.stopping.is_set():
-                    pass
+                    self.health.beat("remote-poller",
+                                     allowance=self.settings.remote.poll_pass_seconds)
             except Exception as exc:
                 log.warning("remote poll pass failed", extra={"error": str(exc)})
+        self.health.done("remote-poller")
 
     def _dispatch(self) -> None:
         """Send due webhooks; while some were due, look again at once."""
         while not self.stopping.wait(self.settings.webhooks.poll_seconds):
+            self.health.beat("webhooks", allowance=self.settings.webhooks.poll_seconds)
             try:
                 while self.dispatcher.run_once() and not self.stopping.is_set():
-                    pass
+                    self.health.beat("webhooks", allowance=self.settings.webhooks.poll_seconds)
             except Exception as exc:
                 log.warning("webhook dispatch failed", extra={"error": str(exc)})
+        self.health.done("webhooks")
         self.dispatcher.close()
 
     def run(self, *, exit_when_idle: bool = False) -> int:
         """Run until a signal (or, with ``exit_when_idle``, until nothing is queued or
         running in any project). Returns the process exit code."""
+        with bound(worker_id=self.name):
+            return self._run(exit_when_idle)
+
+    def _run(self, exit_when_idle: bool) -> int:
         log.info("worker started", extra={"worker": self.name, "concurrency": self.concurrency})
         slots = [
-            threading.Thread(target=self._slot, name=f"slot-{i}", daemon=True)
+            threading.Thread(target=in_context(self._slot), name=f"slot-{i}", daemon=True)
             for i in range(self.concurrency)
         ]
-        reconciler = threading.Thread(target=self._reconcile, name="reconciler", daemon=True)
-        poller = threading.Thread(target=self._poll_remote, name="remote-poller", daemon=True)
+        reconciler = threading.Thread(target=in_context(self._reconcile), name="reconciler",
+                                      daemon=True)
+        poller = threading.Thread(target=in_context(self._poll_remote), name="remote-poller",
+                                  daemon=True)
         # Daemon: a send cut short by the exit is sent again when its lease ends.
-        dispatcher = threading.Thread(target=self._dispatch, name="webhooks", daemon=True)
+        dispatcher = threading.Thread(target=in_context(self._dispatch), name="webhooks",
+                                      daemon=True)
+        # Watched from the start (a loop that never runs goes stale). Each beat allows
+        # the loop's own wait until its next iteration on top of the bound.
+        waits = {reconciler.name: self.settings.worker.reconcile_seconds,
+                 poller.name: self.settings.remote.poll_pass_seconds,
+                 dispatcher.name: self.settings.webhooks.poll_seconds}
         for t in (*slots, reconciler, poller, dispatcher):
+            self.health.beat(t.name, allowance=waits.get(t.name, 0.0))
             t.start()
         try:
+            self.health.beat("main", allowance=self.settings.worker.poll_seconds)
             while not self.stopping.wait(self.settings.worker.poll_seconds):
+                self.health.beat("main", allowance=self.settings.worker.poll_seconds)
                 if exit_when_idle and self._idle():
                     self.stopping.set()
         except KeyboardInterrupt:
             self.stopping.set()
+        self.health.done("main")
         deadline = time.monotonic() + self.settings.worker.grace_seconds
         # The helpers too: none may still hold a store connection when the caller closes it.
         for t in (*slots, reconciler, poller, dispatcher):

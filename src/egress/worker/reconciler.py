@@ -11,7 +11,7 @@ from egress.domain.jobs import ExportState
 from egress.manager import remove_outputs
 from egress.metrics import STALE_CLAIMS_RESET
 from egress.sinks import sink_from_destination
-from egress.store.base import JobStore
+from egress.store.base import WorkerStore
 from egress.worker.finalize import finalize_export
 from egress.worker.remote import RemoteWork
 
@@ -54,7 +54,7 @@ def sweep_orphaned_uploads(settings: Settings, now: float | None = None) -> int:
     return aborted
 
 
-def reconcile_once(store: JobStore, settings: Settings,
+def reconcile_once(store: WorkerStore, settings: Settings,
                    remote: RemoteWork | None = None) -> ReconcileReport:
     report = ReconcileReport()
     # Tasks whose worker died (or froze) past its lease go back in the queue; so do

@@ -46,7 +46,7 @@ from egress.sinks.base import Sink
 from egress.sources.query import Query
 from egress.sources.trino import TrinoSource, info_from_columns, quote_literal
 from egress.sources.trino_client import QueryResults
-from egress.store.base import JobStore
+from egress.store.base import WorkerStore
 from egress.worker.finalize import finalize_export
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def unload_sql(source: TrinoSource, table: str, location: str) -> str:
 
 
 class RemoteWork:
-    def __init__(self, store: JobStore, settings: Settings,
+    def __init__(self, store: WorkerStore, settings: Settings,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.store, self.settings, self._sleep = store, settings, sleep
 

@@ -17,7 +17,7 @@ import errno
 import random
 import sqlite3
 
-from egress.exceptions import EgressError
+from egress.exceptions import EgressError, SinkError, SourceError, StoreError
 from egress.sinks.s3_client import is_transient as s3_transient
 from egress.sources.pg_errors import sqlstate_transient
 
@@ -76,3 +76,30 @@ def backoff_delay(
     rng = rng or random.Random()
     ceiling = min(cap, base * (2 ** max(0, attempt - 1)))
     return ceiling / 2 + rng.random() * ceiling / 2
+
+
+def retry_reason(exc: BaseException) -> str:
+    """What kind of transient error ``exc`` is, in a word of ``egress.metrics.RETRY_REASONS``
+    (the label of ``egress_retries_total``: never the message)."""
+    if isinstance(exc, EgressError):
+        for cls, reason in ((SourceError, "source"), (SinkError, "destination"),
+                            (StoreError, "store")):
+            if isinstance(exc, cls):
+                return reason
+        return "other"
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    verdict = _driver_transient(exc)
+    if verdict is not None:
+        import botocore.exceptions as boto
+
+        if isinstance(exc, boto.ClientError | boto.BotoCoreError):
+            return "s3"
+        if isinstance(exc, sqlite3.Error):
+            return "locked"
+        # psycopg / ADBC: no SQLSTATE means the connection broke; one means the server
+        # asked for a retry (serialization failure, deadlock, shutdown)
+        return "database" if getattr(exc, "sqlstate", None) else "connection"
+    if isinstance(exc, OSError):  # ConnectionError and the network errnos
+        return "connection"
+    return "other"

@@ -17,13 +17,20 @@ from egress.engine.slice import Task, run_slice
 from egress.exceptions import LeaseLostError, ResultGoneError
 from egress.failures import describe_failure
 from egress.manager import export_source, format_options_of, open_sink
-from egress.metrics import SLICES
+from egress.metrics import (
+    BYTES_EXPORTED,
+    LEASE_LOSSES,
+    RETRIES,
+    ROWS_EXPORTED,
+    SLICE_SECONDS,
+    SLICES,
+)
 from egress.sources.base import Source, TableInfo
-from egress.store.base import JobStore
+from egress.store.base import WorkerStore
 from egress.worker.finalize import finalize_export
 from egress.worker.lease import LeaseKeeper
 from egress.worker.remote import RemoteWork
-from egress.worker.retry import backoff_delay, is_transient
+from egress.worker.retry import backoff_delay, is_transient, retry_reason
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +42,7 @@ def _message(exc: BaseException) -> str:
 class TaskRunner:
     def __init__(
         self,
-        store: JobStore,
+        store: WorkerStore,
         settings: Settings,
         stopping: threading.Event,
         on_event: Callable[[str, TaskRecord], None] | None = None,
@@ -47,7 +54,9 @@ class TaskRunner:
     def run(self, task: TaskRecord) -> str:
         """Run one slice of ``task`` (claimed, with its lease token). Returns the outcome:
         requeued | done | retry | failed | lost | cancelled."""
+        started = time.perf_counter()
         outcome = self._run(task)
+        SLICE_SECONDS.observe(time.perf_counter() - started)
         SLICES.labels(outcome).inc()
         if self.on_event:
             self.on_event(outcome, task)
@@ -116,9 +125,11 @@ class TaskRunner:
                 )
                 pending_spec = spec.to_json()
             cp = Checkpoint.from_json(task.checkpoint) if task.checkpoint else Checkpoint()
+            labels = (export.format, self._destination_type(export))
+            last = cp  # the metrics count what each commit adds
 
             def commit(new: Checkpoint) -> None:
-                nonlocal pending_spec, committed
+                nonlocal pending_spec, committed, last
                 if lease.lost:
                     raise LeaseLostError(f"task {task.id}: lease lost")
                 ok = self.store.task_commit(
@@ -126,8 +137,12 @@ class TaskRunner:
                     spec=pending_spec,
                 )
                 if not ok:
+                    LEASE_LOSSES.labels("fenced").inc()
                     raise LeaseLostError(f"task {task.id}: lease lost")
                 pending_spec, committed = None, new
+                ROWS_EXPORTED.labels(*labels).inc(max(0, new.rows - last.rows))
+                BYTES_EXPORTED.labels(*labels).inc(max(0, new.bytes - last.bytes))
+                last = new
 
             if pending_spec is not None:
                 commit(cp)  # persist the plan before any part depends on it
@@ -136,7 +151,10 @@ class TaskRunner:
                 return self.stopping.is_set() or lease.lost or lease.cancelled
 
             def fence() -> None:
-                if lease.lost or not self.store.task_lease_held(task.id, token):
+                if lease.lost:
+                    raise LeaseLostError(f"task {task.id}: lease lost; nothing written")
+                if not self.store.task_lease_held(task.id, token):
+                    LEASE_LOSSES.labels("fenced").inc()
                     raise LeaseLostError(f"task {task.id}: lease lost; nothing written")
 
             runnable = Task(spec=spec, table=info, source=source, sink=sink, commit=commit,
@@ -162,7 +180,7 @@ class TaskRunner:
             return "lost"
         if cp.done:
             if not self.store.task_finish(task.id, token):
-                return "lost"
+                return self._fenced()
             try:
                 finalize_export(self.store, self.settings, export.id)
             except Exception as exc:  # the task is done; the reconciler finalizes later
@@ -170,8 +188,17 @@ class TaskRunner:
                             extra={"export": export.id, "error": _message(exc)})
             return "done"
         if not self.store.task_requeue(task.id, token):
-            return "lost"
+            return self._fenced()
         return "cancelled" if lease.cancelled else "requeued"
+
+    @staticmethod
+    def _fenced() -> str:
+        """A fenced write changed no row: another worker holds the task now."""
+        LEASE_LOSSES.labels("fenced").inc()
+        return "lost"
+
+    def _destination_type(self, export: ExportRecord) -> str:
+        return str(self.settings.destinations.get(export.destination, {}).get("type", "local"))
 
     def _limits(self) -> SizeLimits:
         defaults = self.settings.export
@@ -189,6 +216,7 @@ class TaskRunner:
                             extra={"task": task.id, "error": message, "delay": delay})
                 self.store.task_requeue(task.id, token, delay=delay, error=message,
                                         count_attempt=True)
+                RETRIES.labels(retry_reason(exc)).inc()
                 return "retry"
             log.error("task failed; its export fails", extra={
                 "export": task.export_id, "task": task.id, "table": task.table,

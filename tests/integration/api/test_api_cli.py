@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,10 +12,10 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from apiharness import serve_process
 from egress.cli import main
 from egress.domain.access import hash_token
 from egress.store.sql import SqlJobStore
-from pgserver import free_port
 
 
 @pytest.fixture
@@ -28,28 +27,6 @@ def home(tmp_path: Path, source_db: Path) -> Path:
         "[worker]\npoll_seconds = 0.05\nreconcile_seconds = 0.2\nslice_seconds = 1.0\n"
     )
     return home
-
-
-def _serve(home: Path, log: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
-    """``egress serve`` on a free port, once it answers ``/readyz``; its output in ``log``."""
-    port = free_port()
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "egress.cli", "serve", "--home", str(home), "--port",
-             str(port), *options], stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{base}/readyz").status_code == 200:
-                return proc, base
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait()
-            raise AssertionError(log.read_text())
-        time.sleep(0.1)
 
 
 def test_tokens_create_ls_revoke(home: Path):
@@ -89,7 +66,7 @@ def test_serve_runs_the_api_and_an_embedded_worker(home: Path):
     token = CliRunner().invoke(main, ["tokens", "create", "--home", str(home), "--project",
                                       "acme", "--scopes", "admin"]).stdout.strip()
     log = home / "serve.log"
-    proc, base = _serve(home, log, "--log-level", "debug")
+    proc, base = serve_process(home, log, "--log-level", "debug", "--log-format", "text")
     try:
         deadline = time.monotonic() + 30
         headers = {"Authorization": f"Bearer {token}"}
@@ -117,7 +94,7 @@ def test_serve_logs_are_quiet_and_name_routes(home: Path):
     """At INFO: no library chatter (Alembic's plugin lines), no ANSI copies of messages, and
     FastAPI's own pages logged by their path, not as 'unmatched'."""
     log = home / "serve.log"
-    proc, base = _serve(home, log, "--no-worker")
+    proc, base = serve_process(home, log, "--no-worker", "--log-format", "text")
     try:
         assert httpx.get(f"{base}/docs").status_code == 200
         assert httpx.get(f"{base}/no/such/page").status_code == 404
@@ -142,7 +119,7 @@ def test_serve_processes_share_the_port_and_stop_together(home: Path):
     token = CliRunner().invoke(main, ["tokens", "create", "--home", str(home), "--project",
                                       "acme", "--scopes", "admin"]).stdout.strip()
     log = home / "serve.log"
-    proc, base = _serve(home, log, "--processes", "2")
+    proc, base = serve_process(home, log, "--processes", "2")
     try:
         children = _children(proc.pid)
         assert len(children) == 2
@@ -178,7 +155,7 @@ def test_serve_processes_share_the_port_and_stop_together(home: Path):
 
 def test_serve_processes_all_stop_when_one_dies(home: Path):
     log = home / "serve.log"
-    proc, _ = _serve(home, log, "--processes", "2", "--no-worker")
+    proc, _ = serve_process(home, log, "--processes", "2", "--no-worker")
     try:
         first, second = _children(proc.pid)
         subprocess.run(["kill", "-KILL", str(first)], check=True)
@@ -205,7 +182,7 @@ def _thread_nice(pid: int) -> dict[int, int]:
 
 def test_the_embedded_worker_yields_the_cpu_to_the_api_threads(home: Path):
     log = home / "serve.log"
-    proc, base = _serve(home, log)
+    proc, base = serve_process(home, log)
     try:
         deadline = time.monotonic() + 30
         while "worker started" not in log.read_text():

@@ -28,7 +28,7 @@ from trinoharness import Warehouse, trino_url
 def egress(*args: str, home: Path, env: Mapping[str, str] | None = None
            ) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
-    full.update({"EGRESS_HOME": str(home), **(env or {})})
+    full.update({"EGRESS_HOME": str(home), "EGRESS_WORKER_METRICS_PORT": "0", **(env or {})})
     return subprocess.run([sys.executable, "-m", "egress.cli", *args], env=full,
                           capture_output=True, text=True, timeout=120)
 
