@@ -4,7 +4,12 @@ Order: every ready task gets the score ``running tasks of its project + its rank
 the project's ready tasks`` (rank by ``run_after``, i.e. the task that has been ready
 longest first, then creation). Lowest score first: the project with the fewest running
 tasks gets its oldest ready task, and a claim of several tasks interleaves projects.
-A task whose score is above ``project_cap`` would exceed the project's cap: skipped.
+Between equal scores the project whose newest claim is oldest goes first (projects
+served in turn): ordered by task age alone, the projects whose backlog came first kept
+every slot whenever they had as few running tasks as the others, and projects queued
+after them waited for those whole backlogs (the fleet test caught it: with 12 projects
+on 8 slots, the last four got their first claim after 160 others). A task whose score
+is above ``project_cap`` would exceed the project's cap: skipped.
 
 PostgreSQL locks the chosen rows with ``FOR UPDATE SKIP LOCKED``: concurrent claimers
 skip each other's candidates instead of waiting, and a row claimed and committed by
@@ -85,6 +90,15 @@ def claim_statement(
             top, top.c.id.in_(oldest.correlate(projects).scalar_subquery()))
     order = (t.c.run_after, t.c.created_at, t.c.seq, t.c.id)
     rank = sa.func.row_number().over(partition_by=t.c.project, order_by=order)
+    # the project's newest claim (index ix_tasks_project_claimed): between projects of
+    # the same score, the one served longest ago goes first; never served, first of all
+    served = t.alias("served")
+    last_claim = sa.func.coalesce(
+        sa.select(sa.func.max(served.c.claimed_at))
+        .where(served.c.project == t.c.project)
+        .scalar_subquery(),
+        sa.literal(0.0, sa.Double),
+    )
     ready = (
         sa.select(
             t.c.id,
@@ -92,6 +106,7 @@ def claim_statement(
             t.c.created_at,
             t.c.seq,
             (sa.func.coalesce(running.c.n, 0) + rank).label("score"),
+            last_claim.label("last_claim"),
         )
         .select_from(t.outerjoin(running, running.c.project == t.c.project))
         .where(t.c.id.in_(chosen))
@@ -105,8 +120,8 @@ def claim_statement(
     best = (
         sa.select(ready)
         .where(ready.c.score <= project_cap)
-        .order_by(ready.c.score, ready.c.run_after, ready.c.created_at, ready.c.seq,
-                  ready.c.id)
+        .order_by(ready.c.score, ready.c.last_claim, ready.c.run_after, ready.c.created_at,
+                  ready.c.seq, ready.c.id)
         .limit(limit + LOCKED_MARGIN)
         .subquery("best")
     )
@@ -127,7 +142,8 @@ def claim_statement(
                   .where(t.c.state == "queued"))
     candidate = (
         picked
-        .order_by(best.c.score, best.c.run_after, best.c.created_at, best.c.seq, best.c.id)
+        .order_by(best.c.score, best.c.last_claim, best.c.run_after, best.c.created_at,
+                  best.c.seq, best.c.id)
         .limit(limit)
         .cte("candidate")
     )

@@ -172,6 +172,8 @@ tasks = sa.Table(
     # A project's oldest ready tasks in claim order, read by the claim per project (0005;
     # it also serves the running count by project that the (state, project) index did).
     sa.Index("ix_tasks_ready", "state", "project", "run_after", "created_at", "seq", "id"),
+    # a project's newest claim, read by the claim to serve projects in turn (0010)
+    sa.Index("ix_tasks_project_claimed", "project", "claimed_at"),
     sa.Index(None, "state", "lease_expires_at"),
 )
 

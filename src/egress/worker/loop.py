@@ -89,8 +89,8 @@ class Worker:
                 log.warning("claim failed", extra={"error": str(exc)})
                 self.stopping.wait(w.poll_seconds * 2)
                 continue
-            CLAIM_SECONDS.labels("claimed" if claimed else "empty").observe(
-                time.perf_counter() - started)
+            claim_seconds = time.perf_counter() - started
+            CLAIM_SECONDS.labels("claimed" if claimed else "empty").observe(claim_seconds)
             if not claimed:
                 self.stopping.wait(w.poll_seconds)
                 continue
@@ -101,8 +101,9 @@ class Worker:
             task = claimed[0]
             try:
                 with bound(export_id=task.export_id, task_id=task.id):
-                    log.info("task claimed", extra={"table": task.table,
-                                                    "attempts": task.attempts})
+                    log.info("task claimed", extra={
+                        "table": task.table, "attempts": task.attempts,
+                        "claim_ms": round(claim_seconds * 1000, 2)})
                     self.runner.run(task)
             finally:
                 with self._lock:
