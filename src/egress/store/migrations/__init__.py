@@ -44,8 +44,19 @@ def heads() -> frozenset[str]:
     return frozenset(ScriptDirectory(str(HERE)).get_heads())
 
 
+@functools.cache
+def known() -> frozenset[str]:
+    """Every revision shipped with this code."""
+    return frozenset(s.revision for s in ScriptDirectory(str(HERE)).walk_revisions())
+
+
 def is_current(conn: sa.Connection) -> bool:
-    """Whether the schema is at the newest revision; only reads (give it a read-only
-    connection and it waits for no writer)."""
+    """Whether the schema is at this code's newest revision or past it; only reads (give
+    it a read-only connection and it waits for no writer).
+
+    Past it: a newer egress migrated the store (revisions this code does not know) during
+    a rolling upgrade. Migrations only add, so this code runs on that schema: it is ready,
+    and has nothing to migrate (Alembic could not go from a revision it does not know)."""
     ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
-    return frozenset(ctx.get_current_heads()) == heads()
+    current = frozenset(ctx.get_current_heads())
+    return current == heads() or bool(current - known())
