@@ -27,7 +27,9 @@ ENV PATH=/opt/egress/bin:$PATH \
     EGRESS_WORKER_METRICS_HOST=0.0.0.0
 USER 10001:10001
 WORKDIR /var/lib/egress
-# 8080: the API (egress serve); 9464: a worker's /metrics, /healthz and /readyz
+# 8080: the API (egress serve); 9464: a worker's /metrics, /healthz and /readyz.
+# No HEALTHCHECK: the one image runs three roles (API, worker, migrate) with different
+# probes; deploy/compose.yaml and the Kubernetes manifests give each role its own.
 EXPOSE 8080 9464
 ENTRYPOINT ["egress"]
 CMD ["serve", "--host", "0.0.0.0", "--no-worker"]

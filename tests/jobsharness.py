@@ -84,6 +84,18 @@ def start_worker(home: Path, log: Path, *extra: str,
     return proc
 
 
+def drain_with_workers(home: Path, n: int, log: Path, timeout: float) -> None:
+    """Start ``n`` ``egress worker --exit-when-idle`` processes and wait until all have
+    exited (each with 0), at most ``timeout`` seconds."""
+    procs = [start_worker(home, log, "--exit-when-idle") for _ in range(n)]
+    try:
+        assert wait_until(lambda: all(p.poll() is not None for p in procs), timeout, every=1)
+    finally:
+        for p in procs:
+            stop(p)
+    assert [p.returncode for p in procs] == [0] * n, log.read_text()[-3000:]
+
+
 def kill_leftover_workers() -> int:
     """SIGKILL the workers a test started and did not stop; returns how many."""
     left = [p for p in STARTED if p.poll() is None]

@@ -11,7 +11,7 @@ import pytest
 
 from egress.store.sql import SqlJobStore
 from fleetharness import create_round_robin, drain_report, make_rows_source
-from jobsharness import start_worker, stop, wait_until, write_home
+from jobsharness import drain_with_workers, write_home
 
 pytestmark = pytest.mark.slow
 PROJECTS, PER_PROJECT, ROWS, WORKERS, CAP = 12, 25, 1000, 4, 2
@@ -31,14 +31,7 @@ def test_four_workers_drain_many_projects_fairly_and_exactly_once(
     try:
         store.migrate()
         exports = create_round_robin(store, settings, PROJECTS, PER_PROJECT)
-        log = tmp_path / "workers.log"
-        procs = [start_worker(settings.home, log, "--exit-when-idle") for _ in range(WORKERS)]
-        try:
-            assert wait_until(lambda: all(p.poll() is not None for p in procs), 300, every=1)
-        finally:
-            for p in procs:
-                stop(p)
-        assert [p.returncode for p in procs] == [0] * WORKERS, log.read_text()[-3000:]
+        drain_with_workers(settings.home, WORKERS, tmp_path / "workers.log", 300)
         report = drain_report(store, settings, exports, ROWS)
     finally:
         store.close()

@@ -12,7 +12,7 @@ import pytest
 from egress.domain.jobs import ExportState
 from egress.manager import ExportRequest, create_export
 from egress.store.sql import SqlJobStore
-from jobsharness import start_worker, stop, wait_until, write_home
+from jobsharness import drain_with_workers, write_home
 
 pytestmark = pytest.mark.slow
 EXPORTS = 2000
@@ -45,14 +45,7 @@ def _drain(store, settings, tmp_path: Path) -> None:
         create_export(store, settings, ExportRequest(source="tiny", tables=("tiny",)))[0].id
         for _ in range(EXPORTS)
     ]
-    log = tmp_path / "workers.log"
-    procs = [start_worker(settings.home, log, "--exit-when-idle") for _ in range(WORKERS)]
-    try:
-        assert wait_until(lambda: all(p.poll() is not None for p in procs), 600, every=1)
-    finally:
-        for p in procs:
-            stop(p)
-    assert [p.returncode for p in procs] == [0] * WORKERS
+    drain_with_workers(settings.home, WORKERS, tmp_path / "workers.log", 600)
     states = collections.Counter(store.export_get(None, i).state for i in ids)
     assert states == {ExportState.COMPLETED: EXPORTS}
     kinds = collections.defaultdict(collections.Counter)
