@@ -29,7 +29,8 @@ environment variables < explicit arguments.
     [webhooks]
     allow_http = false                         # https callbacks only (the default)
 
-Environment: ``EGRESS_HOME``, ``EGRESS_STORE_URL``, ``EGRESS_SOURCE_<NAME>_URL``,
+Environment: ``EGRESS_HOME``, ``EGRESS_STORE_URL``, ``EGRESS_SOURCE_<NAME>_URL`` (and
+``_PASSWORD``, ``_MAX_TASKS`` … see SourceLimits),
 ``EGRESS_WORKER_<SETTING>`` (e.g. ``EGRESS_WORKER_LEASE_SECONDS=20``),
 ``EGRESS_EXPORT_<SETTING>``, ``EGRESS_API_<SETTING>`` (see ApiSettings),
 ``EGRESS_WEBHOOKS_<SETTING>`` (see WebhookSettings).
@@ -242,6 +243,53 @@ class WebhookSettings:
 
 
 @dataclass(frozen=True)
+class SourceLimits:
+    """How hard the workers may read one configured source (``[sources.NAME]`` beside its
+    ``url``; ``EGRESS_SOURCE_<NAME>_<SETTING>``). Protection for the database egress
+    reads: the fleet's concurrency is enforced by the claim in the job store, the rest by
+    each reader."""
+
+    #: Tasks of exports from this source running at once across all workers (remote
+    #: engines' submitted queries count too); enforced by the claim. 0: no limit.
+    max_tasks: int = 0
+    #: Longest a page query may run on the source before it is cancelled (a transient
+    #: failure, retried with backoff). PostgreSQL sources only. 0: no timeout.
+    statement_timeout_seconds: float = 0.0
+    #: Pause after each page before the next page's query starts. 0: none.
+    page_pause_seconds: float = 0.0
+    #: Most rows per second one task reads from this source (page by page). 0: no ceiling.
+    max_rows_per_second: float = 0.0
+
+    @property
+    def throttled(self) -> bool:
+        return self.page_pause_seconds > 0 or self.max_rows_per_second > 0
+
+
+#: ``[sources.NAME]`` keys that are not limits.
+SOURCE_KEYS = ("url", "password")
+#: Source kinds (URL schemes) whose reads can be given a statement timeout.
+STATEMENT_TIMEOUT_SCHEMES = ("postgresql", "postgres")
+
+
+def _source_limits(name: str, url: str, values: Mapping[str, Any]) -> SourceLimits:
+    limits = {k: v for k, v in values.items() if k not in SOURCE_KEYS}
+    checked: SourceLimits = _coerce(SourceLimits, limits, f"sources.{name}")
+    for key in ("max_tasks", "statement_timeout_seconds", "page_pause_seconds",
+                "max_rows_per_second"):
+        if getattr(checked, key) < 0:
+            raise ConfigError(f"bad value for sources.{name}.{key}: {getattr(checked, key)}; "
+                              "it must be >= 0 (0: no limit)")
+    if checked.page_pause_seconds > 60:
+        raise ConfigError(f"bad value for sources.{name}.page_pause_seconds: "
+                          f"{checked.page_pause_seconds:g}; allowed: 0 to 60")
+    scheme = url.split("://", 1)[0].split("+", 1)[0].lower()
+    if checked.statement_timeout_seconds and scheme not in STATEMENT_TIMEOUT_SCHEMES:
+        raise ConfigError(f"sources.{name}.statement_timeout_seconds is not supported for "
+                          f"{scheme} sources; supported: PostgreSQL")
+    return checked
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     store_url: str = field(repr=False)  # may hold a password
@@ -255,6 +303,17 @@ class Settings:
     remote: RemoteSettings = field(default_factory=RemoteSettings)
     #: Whether API callers / `jobs create` may name a source by URL instead of by name.
     allow_source_urls: bool = True
+    #: name → how hard the workers may read it (sources without limits are absent)
+    source_limits: dict[str, SourceLimits] = field(default_factory=dict)
+
+    def limits_of(self, source: str) -> SourceLimits:
+        """The limits of a source as an export names it (none for a URL given directly)."""
+        return self.source_limits.get(source) or SourceLimits()
+
+    def source_task_limits(self) -> dict[str, int]:
+        """name → most tasks running at once, for the sources that have such a limit."""
+        return {name: lim.max_tasks for name, lim in sorted(self.source_limits.items())
+                if lim.max_tasks > 0}
 
     @property
     def default_destination(self) -> str:
@@ -415,13 +474,26 @@ def _destination_variable(rest: str) -> tuple[str, str] | None:
     return None
 
 
+def _source_variable(key: str) -> tuple[str, str] | None:
+    """``EGRESS_SOURCE_MAIN_MAX_TASKS`` → ("main", "max_tasks"): the longest known setting
+    (names may hold underscores)."""
+    if not key.startswith("EGRESS_SOURCE_"):
+        return None
+    rest = key[len("EGRESS_SOURCE_"):].lower()
+    settings = (*SOURCE_KEYS, *(f.name for f in dataclasses.fields(SourceLimits)))
+    for setting in sorted(settings, key=len, reverse=True):
+        if rest.endswith("_" + setting) and len(rest) > len(setting) + 1:
+            return rest[: -len(setting) - 1], setting
+    return None
+
+
 def unknown_variables(env: Mapping[str, str]) -> list[str]:
     """``EGRESS_*`` variables that no setting reads (typos): for ``egress config check``."""
     unknown = []
     for key in env:
         if not key.startswith("EGRESS_") or key in OTHER_VARIABLES:
             continue
-        if key.startswith("EGRESS_SOURCE_") and key.endswith(("_URL", "_PASSWORD")):
+        if _source_variable(key) is not None:
             continue
         if key.startswith("EGRESS_DESTINATION_") and _destination_variable(
                 key[len("EGRESS_DESTINATION_"):]):
@@ -451,14 +523,20 @@ def load_settings(
 
     source_values = {name: dict(cfg) for name, cfg in data.get("sources", {}).items()}
     for key, value in env.items():
-        if not key.startswith("EGRESS_SOURCE_"):
-            continue
-        for suffix in ("_URL", "_PASSWORD"):
-            if key.endswith(suffix) and len(key) > len("EGRESS_SOURCE_") + len(suffix):
-                name = key[len("EGRESS_SOURCE_") : -len(suffix)].lower()
-                source_values.setdefault(name, {})[suffix[1:].lower()] = value
+        found = _source_variable(key)
+        if found is not None:
+            name, setting = found
+            source_values.setdefault(name, {})[setting] = value
     sources = {name: _with_password(cfg["url"], cfg.get("password"))
                for name, cfg in source_values.items() if "url" in cfg}
+    orphans = sorted(name for name, cfg in source_values.items()
+                     if name not in sources and set(cfg) - set(SOURCE_KEYS))
+    if orphans:
+        raise ConfigError(f"source(s) {', '.join(orphans)} have settings but no url")
+    source_limits = {name: _source_limits(name, sources[name], cfg)
+                     for name, cfg in source_values.items() if name in sources}
+    source_limits = {name: lim for name, lim in source_limits.items()
+                     if lim != SourceLimits()}
 
     destinations: dict[str, dict[str, Any]] = {
         "local": {"type": "local", "path": str(home_path / "exports")}}
@@ -499,4 +577,5 @@ def load_settings(
         webhooks=_check_webhooks(_coerce(WebhookSettings, values["webhooks"], "webhooks")),
         remote=_coerce(RemoteSettings, values["remote"], "remote"),
         allow_source_urls=allow,
+        source_limits=source_limits,
     )

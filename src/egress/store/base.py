@@ -9,7 +9,7 @@ file, the embedded default) and PostgreSQL (many workers on many machines).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -127,12 +127,15 @@ class WorkerStore(Protocol):
         ...
 
     def task_claim(
-        self, worker: str, *, lease_seconds: float, project_cap: int, limit: int = 1
+        self, worker: str, *, lease_seconds: float, project_cap: int, limit: int = 1,
+        source_limits: Mapping[str, int] | None = None,
     ) -> list[TaskRecord]:
         """Lease up to ``limit`` ready tasks: queued, ``run_after`` due, export not
         cancelled; the oldest task of the project with the fewest running tasks first,
-        never above ``project_cap`` running tasks per project. Sets a new lease token
-        and ``lease_expires_at``; the export becomes running if it was queued."""
+        never above ``project_cap`` running tasks per project, nor above
+        ``source_limits[name]`` running or submitted tasks of exports from source
+        ``name``. Sets a new lease token and ``lease_expires_at``; the export becomes
+        running if it was queued."""
         ...
 
     def task_heartbeat(self, task_id: str, token: str, lease_seconds: float) -> Heartbeat:

@@ -31,6 +31,16 @@ LATERAL, with a correlated ``IN (… LIMIT k)`` per project, the same rows. Befo
 the whole backlog was ranked on every claim, and on PostgreSQL, with statistics of
 tables that had just grown from empty, the planner ran that ranking once per queued
 task: 0.8–3 s per claim with 1,000 tasks queued.
+
+Source limits (``[sources.NAME] max_tasks``): a source may have at most that many tasks
+running (or submitted to a remote engine) across the fleet. Tasks of a source at its
+limit are not candidates (so they hold no project's turn), and among the candidates a
+task's rank within its source, added to the source's running tasks, must stay within
+the limit (a claim of several tasks takes no more than the free slots). With limits the
+claim must see every claim committed before it, or two racing claimers would each take
+the last slot: on PostgreSQL the claimers then queue on one transaction-level advisory
+lock (``CLAIM_LOCK``, taken by the store before the statement); SQLite's single writer
+already serialises them.
 """
 
 from __future__ import annotations
@@ -40,6 +50,10 @@ import sqlalchemy as sa
 from egress.store.schema import exports, tasks
 
 _CLAIMABLE_EXPORT_STATES = ("queued", "running")
+#: Task states that occupy a source's slot: read by a worker, or a query submitted to it.
+_BUSY_TASK_STATES = ("running", "submitted")
+#: The PostgreSQL advisory lock claims with source limits queue on (any fixed number).
+CLAIM_LOCK = 0x6567_7265_7373
 #: Ready tasks per project beyond ``limit`` that a claim looks at: the ones other
 #: claimers hold locked (SKIP LOCKED) do not leave it empty-handed.
 LOCKED_MARGIN = 4
@@ -54,8 +68,26 @@ def claim_statement(
     project_cap: int,
     limit: int,
     dialect: str,
+    source_limits: tuple[tuple[str, int], ...] = (),
 ) -> sa.Update:
+    """The claim; ``source_limits``: (source name, most running tasks) pairs."""
     t, e = tasks, exports
+    limited = dict(source_limits)
+    if any(n < 1 for n in limited.values()):
+        raise ValueError(f"a source limit must be >= 1: {limited}")
+    busy_t, busy_e = t.alias("busy_t"), e.alias("busy_e")
+    # running tasks of each limited source (few rows: at most the fleet's slots)
+    source_busy = (
+        sa.select(busy_e.c.source, sa.func.count().label("n"))
+        .select_from(busy_t.join(busy_e, busy_e.c.id == busy_t.c.export_id))
+        .where(busy_t.c.state.in_(_BUSY_TASK_STATES), busy_e.c.source.in_(list(limited)))
+        .group_by(busy_e.c.source)
+    )
+
+    def limit_of(source: sa.ColumnElement[str]) -> sa.ColumnElement[int]:
+        return sa.case(*((source == name, sa.literal(n)) for name, n in limited.items()),
+                       else_=sa.null())
+
     running = (
         sa.select(t.c.project, sa.func.count().label("n"))
         .where(t.c.state == "running")
@@ -81,6 +113,11 @@ def claim_statement(
         .order_by(q.c.run_after, q.c.created_at, q.c.seq, q.c.id)
         .limit(per_project)
     )
+    if limited:
+        # a source at its limit holds no project's turn: its tasks are not candidates
+        full = (source_busy.having(sa.func.count() >= limit_of(busy_e.c.source))
+                .with_only_columns(busy_e.c.source))
+        oldest = oldest.where(e.c.source.not_in(full.scalar_subquery()))
     if dialect == "postgresql":
         first = oldest.lateral("first")
         chosen = sa.select(first.c.id).select_from(projects.join(first, sa.true()))
@@ -99,16 +136,25 @@ def claim_statement(
         .scalar_subquery(),
         sa.literal(0.0, sa.Double),
     )
+    columns = [
+        t.c.id,
+        t.c.run_after,
+        t.c.created_at,
+        t.c.seq,
+        (sa.func.coalesce(running.c.n, 0) + rank).label("score"),
+        last_claim.label("last_claim"),
+    ]
+    joined = t.outerjoin(running, running.c.project == t.c.project)
+    if limited:
+        busy = source_busy.cte("source_busy")
+        own = e.alias("own")
+        joined = joined.join(own, own.c.id == t.c.export_id).outerjoin(
+            busy, busy.c.source == own.c.source)
+        columns += [own.c.source.label("source"),
+                    sa.func.coalesce(busy.c.n, 0).label("source_busy")]
     ready = (
-        sa.select(
-            t.c.id,
-            t.c.run_after,
-            t.c.created_at,
-            t.c.seq,
-            (sa.func.coalesce(running.c.n, 0) + rank).label("score"),
-            last_claim.label("last_claim"),
-        )
-        .select_from(t.outerjoin(running, running.c.project == t.c.project))
+        sa.select(*columns)
+        .select_from(joined)
         .where(t.c.id.in_(chosen))
         .cte("ready")
         # computed once, whatever the statistics say (of tables that just grew from
@@ -117,9 +163,21 @@ def claim_statement(
     )
     # the best few by score, then their rows in tasks: from this small side, so no
     # planner can choose to scan every queued task once per ready one
+    within: sa.ColumnElement[bool] = ready.c.score <= project_cap
+    if limited:
+        # the free slots of a source go to its best candidates, one each
+        source_rank = sa.func.row_number().over(
+            partition_by=ready.c.source,
+            order_by=(ready.c.score, ready.c.last_claim, ready.c.run_after,
+                      ready.c.created_at, ready.c.seq, ready.c.id))
+        ranked = sa.select(ready, source_rank.label("source_rank")).subquery("ranked")
+        ready = ranked  # type: ignore[assignment]  # the same columns, and the rank
+        slots = limit_of(ranked.c.source)
+        within = sa.and_(ranked.c.score <= project_cap, sa.or_(
+            slots.is_(None), ranked.c.source_busy + ranked.c.source_rank <= slots))
     best = (
         sa.select(ready)
-        .where(ready.c.score <= project_cap)
+        .where(within)
         .order_by(ready.c.score, ready.c.last_claim, ready.c.run_after, ready.c.created_at,
                   ready.c.seq, ready.c.id)
         .limit(limit + LOCKED_MARGIN)

@@ -74,8 +74,10 @@ class SqlCore:
         self._now = sa.literal_column(now_sql(self.dialect), sa.Double)
         self._token = sa.literal_column(token_sql(self.dialect), sa.String)
         self._insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
-        #: claim statements by (worker, lease seconds, project cap, limit): see task_claim
-        self._claim_statements: dict[tuple[str, float, int, int], sa.Update] = {}
+        #: claim statements by (worker, lease seconds, project cap, limit, source limits):
+        #: see task_claim
+        self._claim_statements: dict[
+            tuple[str, float, int, int, tuple[tuple[str, int], ...]], sa.Update] = {}
         # PostgreSQL reads in autocommit: one round trip per statement instead of three
         # (BEGIN, the SELECT, COMMIT); the same answers under READ COMMITTED.
         self._read_options: dict[str, Any] = {READ_ONLY: True}

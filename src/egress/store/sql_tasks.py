@@ -6,6 +6,7 @@ holds a running task (``_fenced``); zero rows means the lease is lost: False.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,10 +16,11 @@ from egress.domain.jobs import Heartbeat, TaskRecord
 from egress.failures import public_and_detail
 from egress.store import records
 from egress.store.base import LeaseEvent
-from egress.store.claim import claim_statement
+from egress.store.claim import CLAIM_LOCK, claim_statement
 from egress.store.core import DEAD, SqlCore
 from egress.store.schema import exports, task_events, tasks
 
+_CLAIM_LOCK = sa.select(sa.func.pg_advisory_xact_lock(CLAIM_LOCK))
 #: An export's tasks in order (the export id bound at execution).
 _TASKS_OF_EXPORT = (sa.select(tasks).where(tasks.c.export_id == sa.bindparam("export_id"))
                     .order_by(tasks.c.seq))
@@ -43,13 +45,15 @@ class TaskOps(SqlCore):
         return self._tx(lambda c: c.execute(query).first(), read_only=True) is not None
 
     def task_claim(
-        self, worker: str, *, lease_seconds: float, project_cap: int, limit: int = 1
+        self, worker: str, *, lease_seconds: float, project_cap: int, limit: int = 1,
+        source_limits: Mapping[str, int] | None = None,
     ) -> list[TaskRecord]:
         if limit < 1 or project_cap < 1:
             return []
+        limits = tuple(sorted((source_limits or {}).items()))
         # built once per worker and settings: building and compiling it again on every
         # claim cost more client CPU than the server spends running it
-        key = (worker, float(lease_seconds), project_cap, limit)
+        key = (worker, float(lease_seconds), project_cap, limit, limits)
         claims = self._claim_statements
         stmt = claims.get(key)
         if stmt is None:
@@ -57,9 +61,15 @@ class TaskOps(SqlCore):
                 claims.clear()
             stmt = claims[key] = claim_statement(
                 self._now, self._token, worker=worker, lease_seconds=lease_seconds,
-                project_cap=project_cap, limit=limit, dialect=self.dialect)
+                project_cap=project_cap, limit=limit, dialect=self.dialect,
+                source_limits=limits)
+        # with source limits the claim must see every claim committed before it (see
+        # store/claim.py): PostgreSQL claimers queue on one advisory lock
+        serialise = bool(limits) and self.dialect == "postgresql"
 
         def run(conn: Connection) -> list[TaskRecord]:
+            if serialise:
+                conn.execute(_CLAIM_LOCK)
             # RETURNING order is the plan's: put them in claim order (and the log too)
             claimed = sorted((records.task_record(r) for r in conn.execute(stmt).all()),
                              key=lambda t: (t.run_after, t.created_at, t.seq))

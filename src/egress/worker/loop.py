@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from types import FrameType
+from typing import Any
 
 from egress.config import Settings
 from egress.logs import bound, in_context
@@ -57,6 +58,9 @@ class Worker:
         self._signals = 0
         self._busy = 0
         self._lock = threading.Lock()
+        # sources with a most-running-tasks setting: the claim enforces it fleet-wide
+        limits = settings.source_task_limits()
+        self._source_limits: dict[str, Any] = {"source_limits": limits} if limits else {}
 
     # --- signals ----------------------------------------------------------------------
 
@@ -82,8 +86,8 @@ class Worker:
             started = time.perf_counter()
             try:
                 claimed = self.store.task_claim(
-                    self.name, lease_seconds=w.lease_seconds, project_cap=w.project_cap, limit=1
-                )
+                    self.name, lease_seconds=w.lease_seconds, project_cap=w.project_cap,
+                    limit=1, **self._source_limits)
             except Exception as exc:  # store away (restart, network): try again shortly
                 CLAIM_SECONDS.labels("error").observe(time.perf_counter() - started)
                 log.warning("claim failed", extra={"error": str(exc)})
