@@ -48,12 +48,15 @@ def make_events_db(path: Path, tables: dict[str, int], seed: int = 1) -> str:
 
 
 def write_home(
-    home: Path, *, store_url: str, sources: dict[str, str], worker: dict[str, Any]
+    home: Path, *, store_url: str, sources: dict[str, str], worker: dict[str, Any],
+    source_limits: dict[str, dict[str, Any]] | None = None,
 ) -> Settings:
     home.mkdir(parents=True, exist_ok=True)
     lines = [f'[store]\nurl = "{store_url}"\n']
     for name, url in sources.items():
-        lines.append(f'[sources.{name}]\nurl = "{url}"\n')
+        lines.append(f'[sources.{name}]\nurl = "{url}"')
+        lines += [f"{k} = {v!r}" for k, v in (source_limits or {}).get(name, {}).items()]
+        lines.append("")
     lines.append("[worker]")
     # Workers at the default priority: the suite's groups share the machine, and a
     # worker at nice 10 would get a tenth of a contended core (the priority has its own
@@ -170,6 +173,22 @@ def check_leases(events: Sequence[LeaseEvent]) -> list[str]:
         elif e.kind in ("rescue", "cancel"):
             current[e.task_id] = None
     return problems
+
+
+def most_live_leases(events: Sequence[LeaseEvent], task_ids: Iterable[str]) -> int:
+    """The most leases of ``task_ids`` live at one moment, from the lease log on the
+    store's clock (at equal times an end counts before a claim: the store commits the
+    end before a claim can see the slot free)."""
+    wanted = set(task_ids)
+    ends = ("requeue", "release", "finish", "fail", "rescue", "cancel")
+    changes = sorted((e.at, 1 if e.kind == "claim" else 0, 1 if e.kind == "claim" else -1)
+                     for e in events if e.task_id in wanted and (e.kind == "claim"
+                                                                  or e.kind in ends))
+    live = most = 0
+    for _, _, delta in changes:
+        live += delta
+        most = max(most, live)
+    return most
 
 
 def all_terminal(store: JobStore, ids: Iterable[str]) -> bool:

@@ -26,12 +26,15 @@ from egress.config import (
     WebhookSettings,
     WorkerSettings,
 )
+from egress.domain.limits import SourceLimits
 from egress.redact import MASK, redact_url
 
 #: section → its class, in the order of the reference
 SECTIONS: dict[str, type] = {"worker": WorkerSettings, "export": ExportDefaults,
                              "api": ApiSettings, "webhooks": WebhookSettings,
                              "remote": RemoteSettings}
+#: the per-source section (one per configured source, beside its url and password)
+SOURCE_SECTION = "sources.<name>"
 #: setting names whose values are secrets: masked wherever settings are shown
 _SECRET = re.compile(r"(secret|token|password|signing_key)", re.IGNORECASE)
 
@@ -69,12 +72,18 @@ def _default(field: dataclasses.Field[Any]) -> Any:
     return None
 
 
+def _classes() -> dict[str, type]:
+    return {**SECTIONS, SOURCE_SECTION: SourceLimits}
+
+
 def entries() -> Iterator[Entry]:
-    for section, cls in SECTIONS.items():
+    for section, cls in _classes().items():
         docs = _comments(cls)
+        prefix = "EGRESS_SOURCE_<NAME>" if section == SOURCE_SECTION else \
+            f"EGRESS_{section.upper()}"
         for field in dataclasses.fields(cls):
             yield Entry(section, field.name, _default(field),
-                        f"EGRESS_{section.upper()}_{field.name.upper()}", docs.get(field.name, ""))
+                        f"{prefix}_{field.name.upper()}", docs.get(field.name, ""))
 
 
 def _shown(value: Any) -> str:
@@ -102,9 +111,10 @@ def reference_markdown() -> str:
     for e in entries():
         if e.section != current:
             current = e.section
-            doc = (inspect.getdoc(SECTIONS[current]) or "").split("\n\n")[0]
+            cls = _classes()[current]
+            doc = (inspect.getdoc(cls) or "").split("\n\n")[0]
             out += ["", f"### [{current}]", ""]
-            if doc and not doc.startswith(SECTIONS[current].__name__ + "("):
+            if doc and not doc.startswith(cls.__name__ + "("):
                 out += [_cell(doc), ""]
             out += ["| setting | default | variable | meaning |", "|---|---|---|---|"]
         out.append(f"| `{e.name}` | `{_cell(_shown(e.default))}` | `{e.variable}` | "
@@ -141,6 +151,9 @@ def effective_toml(settings: Settings) -> str:
              f"url = {_toml_value(redact_url(settings.store_url))}"]
     for name, url in sorted(settings.sources.items()):
         lines += ["", f"[sources.{name}]", f"url = {_toml_value(redact_url(url))}"]
+        limits = settings.limits_of(name)
+        lines += [f"{f.name} = {_toml_value(getattr(limits, f.name))}"
+                  for f in dataclasses.fields(limits)]
     for name, dest in sorted(settings.destinations.items()):
         lines += ["", f"[destinations.{name}]"]
         lines += [f"{k} = {_toml_value(_masked(k, v))}" for k, v in dest.items()]

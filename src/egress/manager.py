@@ -29,6 +29,7 @@ from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
 from egress.sources import is_remote, open_source
 from egress.sources.base import Source, TableInfo
+from egress.sources.protection import protect
 from egress.sources.query import Query, check_query
 from egress.store.base import JobStore, WorkerStore
 
@@ -318,10 +319,19 @@ def open_export_source(settings: Settings, url: str, query: Query | None = None)
 
 
 def export_source(settings: Settings, export: ExportRecord) -> Source:
-    """The source of a stored export (its query, if it is a query export)."""
+    """The source of a stored export (its query, if it is a query export), read within
+    the limits of the configured source it names (sources/protection.py)."""
     query = export.options.get("query")
-    return open_export_source(settings, settings.source_url(export.source),
-                              Query.from_json(query) if query else None)
+    url = settings.source_url(export.source)
+    source = open_export_source(settings, url, Query.from_json(query) if query else None)
+    limits = settings.limits_of(export.source)
+    if query is not None or is_remote(url):  # a query has its own per-page timeout
+        limits = replace(limits, statement_timeout_seconds=0.0)
+    try:
+        return protect(source, limits)
+    except BaseException:
+        source.close()
+        raise
 
 
 def open_sink(settings: Settings, export: ExportRecord) -> Sink:

@@ -393,3 +393,22 @@ def test_url_schemes(pg_url: str, scheme: str) -> None:
         assert isinstance(src, PostgresSource) and src.tables() == ["t"]
     finally:
         src.close()
+
+
+def test_a_page_past_the_statement_timeout_is_cancelled_and_transient(
+    pg_url: str, source: PostgresSource
+) -> None:
+    """Source protection: ``statement_timeout_seconds`` cancels a page's query that runs
+    too long (here: waiting on a lock another session holds) as a transient error."""
+    run(pg_url, "CREATE TABLE slow (id int PRIMARY KEY)", "INSERT INTO slow VALUES (1), (2)")
+    info = source.describe("slow")
+    source.set_statement_timeout(0.2)
+    with psycopg.connect(pg_url) as holder:
+        holder.execute("LOCK TABLE slow IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(SourceUnavailableError,
+                           match=r"statement_timeout_seconds \(0.2 s\) and was cancelled"):
+            list(source.read(info, None, 10))
+    # the lock gone, the same source reads again, under the same timeout
+    assert read_all(source, info, 10) == [{"id": 1}, {"id": 2}]
+    assert fetch(pg_url, "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                 "'egress' AND state = 'idle in transaction'") == [(0,)]

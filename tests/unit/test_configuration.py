@@ -27,7 +27,7 @@ def test_the_docs_list_every_setting_as_the_code_defines_it() -> None:
         "between its settings markers")
     every = list(entries())
     assert len(every) > 60 and all(e.doc for e in every), [e.name for e in every if not e.doc]
-    assert {e.section for e in every} == set(SECTION_PREFIXES.values())
+    assert {e.section for e in every} == {*SECTION_PREFIXES.values(), "sources.<name>"}
 
 
 def test_every_section_setting_can_be_set_from_the_environment(tmp_path: Path) -> None:
@@ -47,6 +47,12 @@ def test_every_section_setting_can_be_set_from_the_environment(tmp_path: Path) -
             value, expected = "http://127.0.0.1:1", "http://127.0.0.1:1"
         if e.name in ("lease_seconds",) and e.section == "webhooks":
             value, expected = "99.5", 99.5  # must stay above webhooks.timeout
+        if e.section == "sources.<name>":  # a source named app_db, of PostgreSQL
+            env = {"EGRESS_SOURCE_APP_DB_URL": "postgresql://r@db/app",
+                   e.variable.replace("<NAME>", "APP_DB"): value}
+            assert getattr(load_settings(tmp_path, env=env).limits_of("app_db"),
+                           e.name) == expected, e
+            continue
         try:
             settings = load_settings(tmp_path, env={e.variable: value})
         except ConfigError as exc:  # a range check of its own: the value got there

@@ -91,6 +91,8 @@ class PostgresSource:
         #: Marks the read() whose transaction is open on the ADBC connection.
         self._reader: object | None = None
         self._plans: dict[str, ReadPlan] = {}
+        #: each page's statement is cancelled past this (ms; 0: never): source protection
+        self._timeout_ms = 0
         self._catalog_conn()
         try:
             self._adbc_conn()
@@ -137,6 +139,10 @@ class PostgresSource:
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
+
+    def set_statement_timeout(self, seconds: float) -> None:
+        """Cancel a page's query that runs longer than ``seconds`` (0: never)."""
+        self._timeout_ms = max(0, round(seconds * 1000))
 
     def close(self) -> None:
         self._drop_adbc()
@@ -282,6 +288,8 @@ class PostgresSource:
         try:
             cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             self._reader = token
+            if self._timeout_ms:  # an int of ours, not user text
+                cur.execute(f"SET LOCAL statement_timeout = {int(self._timeout_ms)}")
             cur.execute(query, parameters=params)
             reader = cur.fetch_record_batch()
             for batch in reader:
@@ -348,6 +356,10 @@ class PostgresSource:
         what = f"table {table!r}" if table else "the PostgreSQL catalog"
         if sqlstate == "42501":
             return PermissionDeniedError(f"permission denied reading {what}: {detail}")
+        if sqlstate == "57014" and self._timeout_ms and "statement timeout" in detail:
+            return SourceUnavailableError(
+                f"a page of {what} ran longer than the source's statement_timeout_seconds "
+                f"({self._timeout_ms / 1000:g} s) and was cancelled; retried later")
         if sqlstate == "42P01" and table:
             return TableNotFoundError(table, self._relations()[1])
         lost = sqlstate is None and isinstance(

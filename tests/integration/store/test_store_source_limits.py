@@ -17,8 +17,8 @@ from collections.abc import Callable
 import pytest
 
 from egress.domain.jobs import TaskRecord, TaskState
-from egress.store.base import LeaseEvent
 from egress.store.sql import SqlJobStore
+from jobsharness import most_live_leases
 
 LIMITS = {"db": 2}
 
@@ -125,20 +125,6 @@ WORKER = textwrap.dedent(
 )
 
 
-def most_running_at_once(events: list[LeaseEvent], task_ids: set[str]) -> int:
-    """The most leases of ``task_ids`` live at one moment, from the lease log (at equal
-    times an end comes before a claim: the store serialises claims after commits)."""
-    changes = sorted(
-        (e.at, 0 if e.kind != "claim" else 1, 1 if e.kind == "claim" else -1)
-        for e in events if e.task_id in task_ids and e.kind in ("claim", "requeue", "finish")
-    )
-    live = most = 0
-    for _, _, delta in changes:
-        live += delta
-        most = max(most, live)
-    return most
-
-
 def test_three_processes_and_six_tasks_never_run_more_than_the_limit(store: SqlJobStore,
                                                              store_url: str, make):
     limited = make("p", "db", [f"t{i}" for i in range(6)])
@@ -151,9 +137,9 @@ def test_three_processes_and_six_tasks_never_run_more_than_the_limit(store: SqlJ
     for task in [*limited, *free]:
         assert store.task_get(task.id).state is TaskState.DONE
     events = store.lease_events()
-    assert most_running_at_once(events, {t.id for t in limited}) == 2
+    assert most_live_leases(events, {t.id for t in limited}) == 2
     # the unlimited source's tasks were not held to it (3 workers × 2 tasks a claim)
-    assert most_running_at_once(events, {t.id for t in free}) >= 2
+    assert most_live_leases(events, {t.id for t in free}) >= 2
     assert len({e.worker for e in events if e.task_id in {t.id for t in limited}}) > 1
 
 
