@@ -42,8 +42,10 @@ _NATIVE: dict[str, pa.DataType] = {
     "DATE": pa.date32(),
     "TIME": pa.time64("us"),
     "TIMESTAMP": pa.timestamp("us"),
-    "TIMESTAMP_S": pa.timestamp("s"),
-    "TIMESTAMP_MS": pa.timestamp("ms"),
+    # seconds and milliseconds widened to microseconds: the one timestamp text of every
+    # format, and Parquet has no seconds unit
+    "TIMESTAMP_S": pa.timestamp("us"),
+    "TIMESTAMP_MS": pa.timestamp("us"),
     "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
 }
 #: Element types of a LIST that stays an Arrow list of the element's own type.
