@@ -214,9 +214,16 @@ def sql_string(array: pa.Array, dialect: str) -> pa.Array:
 def sql_literal(array: pa.Array, field: pa.Field, dialect: str) -> pa.Array:
     """Each value as a SQL literal of ``dialect`` (nulls stay null)."""
     t = array.type
-    postgres = dialect == "postgresql"
+    # DuckDB reads PostgreSQL's literals (TRUE, quoted floats, ARRAY[…]::type) but
+    # not its bytea text: its blobs are from_hex('…'), and JSON text that fills a
+    # STRUCT, MAP or UNION column is cast to JSON first (a plain string is not)
+    duckdb = dialect == "duckdb"
+    postgres = dialect == "postgresql" or duckdb
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return sql_string(array, dialect)
+        quoted = sql_string(array, dialect)
+        if duckdb and logical_type(field) == "json":
+            return _with_nulls_of(array, pc.binary_join_element_wise(quoted, "::JSON", ""))
+        return quoted
     if pa.types.is_boolean(t):
         return pc.if_else(array, "TRUE", "FALSE") if postgres else pc.if_else(array, "1", "0")
     if pa.types.is_integer(t) or pa.types.is_decimal(t):
@@ -232,6 +239,9 @@ def sql_literal(array: pa.Array, field: pa.Field, dialect: str) -> pa.Array:
         return text
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         hexed = hex_strings(array)
+        if duckdb:
+            return _with_nulls_of(array, pc.binary_join_element_wise("from_hex('", hexed, "')",
+                                                                     ""))
         if postgres:
             return _with_nulls_of(array, pc.binary_join_element_wise("'\\x", hexed, "'", ""))
         return _with_nulls_of(array, pc.binary_join_element_wise("X'", hexed, "'", ""))

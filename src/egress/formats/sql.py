@@ -1,9 +1,9 @@
 """SQL dump in the source's dialect: CREATE TABLE, then batched multi-row INSERTs.
 
 Each file is loadable on its own (``CREATE TABLE IF NOT EXISTS``, one transaction), with
-``sqlite3 db < file.sql`` or ``psql -f file.sql``. A statement holds ``rows_per_insert``
-rows counted from the start of the part, so statements end where they would in an
-uninterrupted run.
+``sqlite3 db < file.sql``, ``psql -f file.sql`` or ``duckdb db < file.sql``. A statement
+holds ``rows_per_insert`` rows counted from the start of the part, so statements end
+where they would in an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from egress.exceptions import UnknownNameError
 from egress.formats import render
 from egress.formats.base import TextFormat, TextPartEncoder, concat_strings
 
-DIALECTS = ("sqlite", "postgresql")
+DIALECTS = ("sqlite", "postgresql", "duckdb")
 
 
 def quote_ident(name: str) -> str:
