@@ -36,7 +36,7 @@ from test_kill import (
 pytestmark = pytest.mark.slow
 
 SEED = 20_260_611
-KILLS = 15
+KILLS = 8
 EVENTS = 100_000
 LOG = 20_000
 TABLES = ("events", "log")
