@@ -185,6 +185,9 @@ class ApiSettings:
     rate_limit_burst: int = 100
     #: Exports a project may have queued or running at once; more: 429 with Retry-After.
     max_active_exports: int = 20
+    #: A create checks its tables against the source's catalog as read at most this many
+    #: seconds ago (a table it does not know is looked up at once). 0: read it every time.
+    catalog_cache_seconds: float = 10.0
     #: ``GET …/rows`` streams a table only up to this many estimated rows; above, it
     #: answers 422 and points to ``POST /v1/exports``.
     sync_max_rows: int = 100_000

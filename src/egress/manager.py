@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from egress.catalog_cache import CatalogCache
 from egress.config import Settings
 from egress.domain.access import AuditEntry
 from egress.domain.checkpoint import Checkpoint
@@ -172,17 +173,39 @@ def create_export(
     active_cap: int | None = None,
     created_by: str | None = None,
     audit: AuditEntry | None = None,
+    catalog: CatalogCache | None = None,
 ) -> tuple[ExportRecord, bool]:
     """Check the request against the catalog and queue one task per table.
 
     ``audit``: an entry stored with the export when it is created (its export id and
-    tables are filled in here), in the same transaction.
+    tables are filled in here), in the same transaction. ``catalog``: where to look the
+    tables up before asking the source (the API's short-lived cache).
 
     Returns (export, created); with an idempotency key already used for the same
     request the existing export comes back with created False. With ``active_cap``
     the project may have at most that many exports queued or running
     (ActiveLimitError).
     """
+    export, created, _ = create_export_planned(
+        store, settings, request, project=project, idempotency_key=idempotency_key,
+        active_cap=active_cap, created_by=created_by, audit=audit, catalog=catalog)
+    return export, created
+
+
+def create_export_planned(
+    store: JobStore,
+    settings: Settings,
+    request: ExportRequest,
+    *,
+    project: str = DEFAULT_PROJECT,
+    idempotency_key: str | None = None,
+    active_cap: int | None = None,
+    created_by: str | None = None,
+    audit: AuditEntry | None = None,
+    catalog: CatalogCache | None = None,
+) -> tuple[ExportRecord, bool, list[TaskRecord] | None]:
+    """``create_export``, and the tasks it queued (None when ``created`` is False: the
+    export is an earlier one, whose tasks are in the store)."""
     check_project(project)
     options = _check_options(request.options)
     unload = options.get("mode") == "unload"
@@ -202,21 +225,23 @@ def create_export(
     given = [k for k in REMOTE_OPTIONS if options.get(k) is not None]
     if given and not remote:
         raise ConfigError(f"{', '.join(given)} apply to remote engines (trino://…) only")
-    source = open_export_source(settings, url, query)
-    if remote:  # the catalog is read as the export's role
-        source.role = options.get("role")  # type: ignore[attr-defined]  # remote sources
-    try:
-        if query is not None:
-            tables = [query.name]
-        elif request.all_tables:
-            tables = source.tables()
-        else:
-            if not request.tables:
-                raise ConfigError("name at least one table, or ask for all tables")
-            tables = list(dict.fromkeys(request.tables))
-        infos = [source.describe(t) for t in tables]
-    finally:
-        source.close()
+    if query is None and not request.all_tables and not request.tables:
+        raise ConfigError("name at least one table, or ask for all tables")
+    wanted = None if request.all_tables else list(dict.fromkeys(request.tables))
+    if catalog is not None and query is None and not remote:
+        tables, infos = catalog.lookup(url, wanted, lambda: open_export_source(settings, url))
+    else:
+        source = open_export_source(settings, url, query)
+        if remote:  # the catalog is read as the export's role
+            source.role = options.get("role")  # type: ignore[attr-defined]  # remote sources
+        try:
+            if query is not None:
+                tables = [query.name]
+            else:
+                tables = source.tables() if wanted is None else wanted
+            infos = [source.describe(t) for t in tables]
+        finally:
+            source.close()
     if "select" in options:
         options["select"] = _check_select(options["select"], infos)
         if remote and any(v.get("filters") for v in options["select"].values()):
@@ -256,7 +281,8 @@ def create_export(
     if audit is not None:
         audit = replace(audit, export_id=export_id,
                         details={**audit.details, "tables": list(tables)})
-    return store.export_create(export, tasks, active_cap=active_cap, audit=audit)
+    stored, created = store.export_create(export, tasks, active_cap=active_cap, audit=audit)
+    return stored, created, tasks if created else None
 
 
 def get_export(store: JobStore, project: str, export_id: str) -> ExportRecord:

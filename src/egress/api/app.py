@@ -36,6 +36,7 @@ from egress.api.errors import (
     use_problem_media_type,
 )
 from egress.api.links import check_public_url, load_link_key
+from egress.catalog_cache import CatalogCache
 from egress.config import Settings
 from egress.exceptions import ConfigError
 from egress.home import ensure_home
@@ -276,6 +277,8 @@ def create_app(
     )
     app.state.settings = settings
     app.state.store = store
+    ttl = settings.api.catalog_cache_seconds
+    app.state.catalog = CatalogCache(ttl) if ttl > 0 else None
     app.state.limiter = RateLimiter(settings.api.rate_limit_per_second,
                                     settings.api.rate_limit_burst)
     app.state.link_key = load_link_key(settings)

@@ -139,14 +139,6 @@ def _active_limit(project: str, cap: int) -> TooManyRequests:
     )
 
 
-def _check_active_limit(store: JobStore, settings: Settings, project: str) -> None:
-    """A cheap early refusal before the source's catalog is read; the binding check is
-    the store's, in the transaction that inserts the export."""
-    cap = settings.api.max_active_exports
-    if store.export_count_active(project, limit=cap) >= cap:
-        raise _active_limit(project, cap)
-
-
 @router.post(
     "/v1/exports",
     status_code=202,
@@ -169,7 +161,8 @@ def create_export(
     if body.query is not None:
         check_scope(principal, "exports:query")
     req = export_request(body, settings)
-    _check_active_limit(store, settings, principal.project)
+    # the cap is checked by the store, in the transaction that inserts the export (the
+    # catalog check before it reads the API's cache, not the source, most of the time)
     cap = settings.api.max_active_exports
     # of a query, the audit log keeps its SHA-256 and length, never the text
     query = req.options.get("query")
@@ -178,16 +171,17 @@ def create_export(
     entry = audit_entry(request, principal, "export.create", source=req.source,
                         format=req.format, **digest)
     try:
-        export, created = manager.create_export(
+        export, created, tasks = manager.create_export_planned(
             store, settings, req, project=principal.project,
             idempotency_key=idempotency_key, active_cap=cap, created_by=principal.token_id,
-            audit=entry)
+            audit=entry, catalog=request.app.state.catalog)
     except ActiveLimitError as exc:
         raise _active_limit(principal.project, cap) from exc
-    if not created:
+    if not created:  # an earlier export, the same Idempotency-Key and body
         response.status_code = 200
-    planned = [PlannedTable(name=t.table, estimated_rows=t.rows_estimate)
-               for t in store.task_list(export.id)]
+    if tasks is None:
+        tasks = store.task_list(export.id)
+    planned = [PlannedTable(name=t.table, estimated_rows=t.rows_estimate) for t in tasks]
     return ExportCreated(id=export.id, status=str(export.state),  # type: ignore[arg-type]  # a Status
                          status_url=status_url(export.id), events_url=events_url(export.id),
                          tables=planned)
