@@ -57,6 +57,12 @@ def _postgres_query(url: str, query: Query, timeout: float) -> Source:
     return PostgresQuerySource(url, query, timeout)
 
 
+def _mysql_tables(url: str) -> Source:
+    from egress.sources.mysql import MySqlSource
+
+    return MySqlSource(url)
+
+
 def _trino_tables(url: str) -> Source:
     from egress.sources.trino import TrinoSource
 
@@ -80,6 +86,7 @@ def register_source_kind(name: str, kind: SourceKind, *aliases: str) -> None:
 
 register_source_kind("sqlite", SourceKind(_sqlite_tables, _sqlite_query))
 register_source_kind("postgresql", SourceKind(_postgres_tables, _postgres_query), "postgres")
+register_source_kind("mysql", SourceKind(_mysql_tables), "mariadb")
 # Starburst is Trino: the same protocol (trino+https:// for TLS)
 register_source_kind("trino", SourceKind(_trino_tables, _trino_query, remote=True))
 
