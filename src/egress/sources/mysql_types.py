@@ -145,11 +145,13 @@ def convert(values: Sequence[Any], mapping: MyMapping) -> pa.Array:
                 f"holds {values[index]}, but TINYINT(1) is read as a boolean (0 or 1); "
                 "declare the column TINYINT (without the (1)) to export it as a number"))
         return pc.equal(text, "1")
+    # a TIMESTAMP's text is the session's wall clock, UTC: read naive, then labelled UTC
+    naive = pa.timestamp(target.unit) if pa.types.is_timestamp(target) else target
     try:
-        return pc.cast(text, target)
+        return pc.cast(pc.cast(text, naive), target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
-    index = _first_bad(values, target)
+    index = _first_bad(values, naive)
     value = values[index]
     if how == "date" and isinstance(value, str) and _ZERO_DATE.match(value):
         raise BadValue(index, value, (
