@@ -359,12 +359,15 @@ class MySqlSource:
                 if not rows:
                     break
                 columns = list(zip(*rows, strict=True))
-                arrays = []
+                arrays, bad = [], []
                 for i, mapping in enumerate(plan.mappings):
                     try:
                         arrays.append(convert(columns[i], mapping))
-                    except BadValue as bad:
-                        raise _bad_value(table, plan, columns, i, bad) from None
+                    except BadValue as exc:
+                        bad.append((exc.index, i, exc))
+                if bad:  # the first refused row in key order
+                    _, column, exc = min(bad, key=lambda b: b[:2])
+                    raise _bad_value(table, plan, columns, column, exc) from None
                 yield pa.RecordBatch.from_arrays(arrays, schema=schema)
         except pymysql.err.MySQLError as exc:
             raise self._error(exc, what) from None
@@ -391,13 +394,18 @@ def _after(keys: list[str], binds: tuple[str, ...], values: list[Any]
 def _bad_value(table: TableInfo, plan: _Plan, columns: list[tuple[Any, ...]], index: int,
                bad: BadValue) -> DataError:
     column = table.columns[index]
-    key = ", ".join(f"{name}={_show(columns[pos][bad.index])}"
+    key = ", ".join(f"{name}={_show(columns[pos][bad.index], plan.mappings[pos])}"
                     for name, pos in zip(table.key_columns, plan.key_positions, strict=True))
     return DataError(f"table {table.name!r}, column {column.name!r} ({column.source_type}), "
                      f"row with key {key}: {bad.reason}")
 
 
-def _show(value: Any) -> str:
+def _show(raw: Any, mapping: MyMapping) -> str:
+    """A key value as the user would write it: its Arrow value, else the server's text."""
+    try:
+        value = convert([raw], mapping)[0].as_py()
+    except BadValue:
+        value = raw
     if isinstance(value, bytes):
         return "0x" + value.hex()
-    return repr(value)
+    return repr(value) if isinstance(value, str) else str(value)

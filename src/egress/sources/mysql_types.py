@@ -158,7 +158,7 @@ def convert(values: Sequence[Any], mapping: MyMapping) -> pa.Array:
             f"holds the zero date {value!r} (a zero year, month or day, which MySQL accepts "
             "when sql_mode lacks NO_ZERO_DATE / NO_ZERO_IN_DATE), which an Arrow "
             "date or timestamp cannot hold; set such values to NULL or to a real date, or "
-            "leave those rows out with a filter (e.g. column >= '1000-01-01')"))
+            "leave those rows out with a filter"))
     raise BadValue(index, value, f"holds {value!r}, which cannot be read as {target}")
 
 
