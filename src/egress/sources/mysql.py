@@ -363,11 +363,11 @@ class MySqlSource:
                 for i, mapping in enumerate(plan.mappings):
                     try:
                         arrays.append(convert(columns[i], mapping))
-                    except BadValue as exc:
-                        bad.append((exc.index, i, exc))
+                    except BadValue as refused:
+                        bad.append((refused.index, i, refused))
                 if bad:  # the first refused row in key order
-                    _, column, exc = min(bad, key=lambda b: b[:2])
-                    raise _bad_value(table, plan, columns, column, exc) from None
+                    _, column, first = min(bad, key=lambda b: b[:2])
+                    raise _bad_value(table, plan, columns, column, first) from None
                 yield pa.RecordBatch.from_arrays(arrays, schema=schema)
         except pymysql.err.MySQLError as exc:
             raise self._error(exc, what) from None
