@@ -130,3 +130,15 @@ def test_the_mysql_dump_dialect() -> None:
         in body
     assert "(2,_utf8mb4 X'63720d0a6c66',NULL,NULL,X'',0)" in body
     assert "(3,NULL,-0,'1970-01-01 00:00:01.000000',NULL,NULL);" in body
+
+
+def test_connect_errors_say_what_happened() -> None:
+    from egress.exceptions import SourceAccessError, SourceUnavailableError
+    from egress.sources.mysql_errors import connect_error
+
+    where = "mysql://u:***@h/db"
+    unknown = connect_error(where, 2003, "Can't connect to MySQL server on 'h' "
+                                         "([Errno -2] Name or service not known)")
+    assert isinstance(unknown, SourceUnavailableError) and "unknown host name" in str(unknown)
+    refused = connect_error(where, 1045, "Access denied for user 'u'@'10.0.0.1'")
+    assert isinstance(refused, SourceAccessError) and "MYSQL_PWD" in str(refused)

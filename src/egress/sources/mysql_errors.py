@@ -75,6 +75,9 @@ def connect_error(where: str, errno: int | None, message: str) -> SourceError:
         reason = "connection refused (is the server running and listening there?)"
     elif errno == 2003 and "timed out" in message.lower():
         reason = f"no answer in time ({message})"
+    elif errno in (2003, 2005) and ("name or service not known" in message.lower()
+                                    or "unknown" in message.lower()):
+        reason = f"unknown host name ({message})"
     else:
         reason = f"{message} (error {errno})" if errno else message
     return SourceUnavailableError(f"cannot reach MySQL at {where}: {reason}")
