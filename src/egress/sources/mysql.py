@@ -50,6 +50,13 @@ from egress.exceptions import (
 )
 from egress.redact import redact_url, scrub, url_secrets
 from egress.sources.base import Column, TableInfo
+from egress.sources.mysql_catalog import (
+    COLUMNS_SQL,
+    JSON_CHECKS_SQL,
+    KEYS_SQL,
+    SIZE_SQL,
+    TABLES_SQL,
+)
 from egress.sources.mysql_errors import connect_error, errno_of, message_of, read_error
 from egress.sources.mysql_types import BadValue, MyMapping, convert, map_type
 from egress.sources.predicate_sql import render_conditions
@@ -66,33 +73,6 @@ SESSION_SETTINGS = (
     "SET SESSION TRANSACTION READ ONLY",
     "SET time_zone = '+00:00'",
 )
-
-TABLES_SQL = """
-SELECT TABLE_NAME FROM information_schema.TABLES
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_NAME
-"""
-SIZE_SQL = """
-SELECT TABLE_ROWS, DATA_LENGTH FROM information_schema.TABLES
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s
-"""
-COLUMNS_SQL = """
-SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE, IS_NULLABLE
-FROM information_schema.COLUMNS
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION
-"""
-# Primary key first, then unique indexes by width; an index over a column prefix
-# (SUB_PART) does not order the whole value.
-KEYS_SQL = """
-SELECT INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s AND NON_UNIQUE = 0
-ORDER BY INDEX_NAME <> 'PRIMARY', INDEX_NAME, SEQ_IN_INDEX
-"""
-# MariaDB's JSON is LONGTEXT with a json_valid(`col`) CHECK constraint.
-JSON_CHECKS_SQL = """
-SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
-WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = %s AND CHECK_CLAUSE LIKE 'json_valid(%%'
-"""
-
 
 def quote_ident(name: str) -> str:
     """A backquoted identifier, with ``%`` doubled for PyMySQL's parameter formatting."""
