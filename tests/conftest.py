@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from announce import announce
 from jobsharness import kill_leftover_workers
+from mariadbserver import MariaDbServer
 from pgserver import PgServer, running_server
 from s3server import s3, s3_server  # noqa: F401  (fixtures: a moto S3 server, a bucket)
 
@@ -48,6 +49,24 @@ def pg_server(pytestconfig: pytest.Config) -> Iterator[PgServer]:
 def pg_url(pg_server: PgServer) -> str:
     """URL of a fresh, empty database on the session's server."""
     return pg_server.create_database(f"t_{next(_counter)}")
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(pytestconfig: pytest.Config) -> Iterator[MariaDbServer]:
+    """A MariaDB server for the session, started by the first test that asks for it."""
+    from mariadbserver import running_server as running_mariadb
+
+    started = time.monotonic()
+    with running_mariadb() as server:
+        announce(pytestconfig, f"\nstarted MariaDB on 127.0.0.1:{server.port} "
+                               f"in {time.monotonic() - started:.1f} s")
+        yield server
+
+
+@pytest.fixture
+def mariadb_url(mariadb_server: MariaDbServer) -> str:
+    """URL of a fresh, empty database (utf8mb4) on the session's MariaDB server."""
+    return mariadb_server.create_database(f"t_{next(_counter)}")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -104,7 +104,8 @@ def test_bad_arguments(src: str, tmp_path: Path, args: list[str], code: int, mes
     ("source", "code", "message"),
     [
         pytest.param("sqlite:////nonexistent/shop.db", 3, "no such file", id="missing-file"),
-        pytest.param("mysql://u@h/db", 2, "unknown source kind 'mysql'; known:", id="bad-scheme"),
+        pytest.param("oracle://u@h/db", 2, "unknown source kind 'oracle'; known:",
+                     id="bad-scheme"),
         pytest.param("shop.db", 2, "--source must be a URL such as sqlite:///shop.db",
                      id="not-a-url"),
         pytest.param("sqlite://shop.db", 3, "not a SQLite URL", id="bad-sqlite-url"),

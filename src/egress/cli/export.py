@@ -125,7 +125,8 @@ def resume_text(args: ExportArgs, program: list[str]) -> str:
     lines = [f"  {shlex.join(args.resume_argv(program))}"]
     if strip_password(args.source)[1]:
         lines.append(
-            "  (the password is not shown: set PGPASSWORD, or put it back into --source)"
+            "  (the password is not shown: set PGPASSWORD, or MYSQL_PWD for MySQL, "
+            "or put it back into --source)"
         )
     return "\n".join(lines)
 
@@ -155,7 +156,8 @@ def run_export(
     if "://" not in args.source:
         raise ConfigError(
             f"--source must be a URL such as sqlite:///{args.source} or "
-            "postgresql://user@host:5432/dbname (or trino://user@host:8080/catalog/schema)"
+            "postgresql://user@host:5432/dbname (or mysql://user@host:3306/dbname, "
+            "trino://user@host:8080/catalog/schema)"
         )
     options = dict(args.options)
     if args.delimiter is not None:
@@ -277,7 +279,8 @@ def _size(n: int) -> str:
 
 @click.command("export")
 @click.option("--source", required=True, metavar="URL",
-              help="Database URL: sqlite:///path.db or postgresql://user:pass@host:port/db.")
+              help="Database URL: sqlite:///path.db, postgresql://user:pass@host:port/db "
+                   "or mysql://user:pass@host:port/db.")
 @click.option("--table", "tables", multiple=True, metavar="NAME",
               help="A table to export; repeat for several.")
 @click.option("--all", "all_tables", is_flag=True, help="Export every table of the source.")

@@ -1,9 +1,10 @@
 """SQL dump in the source's dialect: CREATE TABLE, then batched multi-row INSERTs.
 
 Each file is loadable on its own (``CREATE TABLE IF NOT EXISTS``, one transaction), with
-``sqlite3 db < file.sql``, ``psql -f file.sql`` or ``duckdb db < file.sql``. A statement
-holds ``rows_per_insert`` rows counted from the start of the part, so statements end
-where they would in an uninterrupted run.
+``sqlite3 db < file.sql``, ``psql -f file.sql``, ``duckdb db < file.sql`` or ``mysql db <
+file.sql`` (the MySQL dialect and the session settings it starts with:
+:mod:`egress.formats.sql_mysql`). A statement holds ``rows_per_insert`` rows counted from
+the start of the part, so statements end where they would in an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from egress.exceptions import UnknownNameError
-from egress.formats import render
+from egress.formats import render, sql_mysql
 from egress.formats.base import TextFormat, TextPartEncoder, concat_strings
 
-DIALECTS = ("sqlite", "postgresql", "duckdb")
+DIALECTS = ("sqlite", "postgresql", "duckdb", "mysql")
 
 
-def quote_ident(name: str) -> str:
+def quote_ident(name: str, dialect: str = "sqlite") -> str:
+    if dialect == "mysql":
+        return sql_mysql.quote_ident(name)
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -42,18 +45,25 @@ class SqlDumpFormat(TextFormat):
         self.primary_key = tuple(primary_key)
         self.rows_per_insert = max(1, int(rows_per_insert))
 
+    def _quote(self, name: str) -> str:
+        return quote_ident(name, self.dialect)
+
     def header(self, schema: pa.Schema) -> bytes:
         lines = []
         for field in schema:
             declared = ((field.metadata or {}).get(b"egress.source_type") or b"").decode()
             not_null = "" if field.nullable else " NOT NULL"
-            lines.append(f"  {quote_ident(field.name)} {declared}{not_null}".rstrip())
+            lines.append(f"  {self._quote(field.name)} {declared}{not_null}".rstrip())
         if self.primary_key:
-            lines.append(f"  PRIMARY KEY ({', '.join(map(quote_ident, self.primary_key))})")
+            lines.append(f"  PRIMARY KEY ({', '.join(map(self._quote, self.primary_key))})")
         body = ",\n".join(lines)
+        mysql = self.dialect == "mysql"
+        begin = sql_mysql.SESSION + "START TRANSACTION;\n" if mysql else "BEGIN;\n"
+        options = " DEFAULT CHARSET=utf8mb4" if mysql else ""
         return (
             f"-- egress SQL dump of table {self.table} ({self.dialect})\n"
-            f"BEGIN;\nCREATE TABLE IF NOT EXISTS {quote_ident(self.table)} (\n{body}\n);\n"
+            f"{begin}CREATE TABLE IF NOT EXISTS {self._quote(self.table)} (\n{body}\n)"
+            f"{options};\n"
         ).encode()
 
     def footer(
@@ -62,8 +72,8 @@ class SqlDumpFormat(TextFormat):
         return b"COMMIT;\n"
 
     def part_encoder(self, schema: pa.Schema, rows_before: int, offset: int = 0) -> _SqlPart:
-        columns = ", ".join(quote_ident(f.name) for f in schema)
-        insert = f"INSERT INTO {quote_ident(self.table)} ({columns}) VALUES\n"
+        columns = ", ".join(self._quote(f.name) for f in schema)
+        insert = f"INSERT INTO {self._quote(self.table)} ({columns}) VALUES\n"
         return _SqlPart(self, insert)
 
 
@@ -80,8 +90,10 @@ class _SqlPart(TextPartEncoder):
         position = np.arange(self._rows, self._rows + n) % every
         opens = pa.array(position == 0)
         closes = pa.array(position == every - 1)
+        dialect = self._fmt.dialect
         values = [
-            render.sql_literal(array, field, self._fmt.dialect).fill_null("NULL")
+            (sql_mysql.literal(array, field) if dialect == "mysql"
+             else render.sql_literal(array, field, dialect)).fill_null("NULL")
             for field, array in zip(batch.schema, batch.columns, strict=True)
         ]
         row = pc.binary_join_element_wise(*values, ",")

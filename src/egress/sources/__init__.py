@@ -63,6 +63,12 @@ def _duckdb_tables(url: str) -> Source:
     return DuckdbSource(url)
 
 
+def _mysql_tables(url: str) -> Source:
+    from egress.sources.mysql import MySqlSource
+
+    return MySqlSource(url)
+
+
 def _trino_tables(url: str) -> Source:
     from egress.sources.trino import TrinoSource
 
@@ -87,6 +93,7 @@ def register_source_kind(name: str, kind: SourceKind, *aliases: str) -> None:
 register_source_kind("sqlite", SourceKind(_sqlite_tables, _sqlite_query))
 register_source_kind("postgresql", SourceKind(_postgres_tables, _postgres_query), "postgres")
 register_source_kind("duckdb", SourceKind(_duckdb_tables))
+register_source_kind("mysql", SourceKind(_mysql_tables), "mariadb")
 # Starburst is Trino: the same protocol (trino+https:// for TLS)
 register_source_kind("trino", SourceKind(_trino_tables, _trino_query, remote=True))
 
