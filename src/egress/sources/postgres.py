@@ -92,7 +92,7 @@ class PostgresSource:
         self._reader: object | None = None
         self._plans: dict[str, ReadPlan] = {}
         #: each page's statement is cancelled past this (ms; 0: never): source protection
-        self._timeout_ms = 0
+        self._page_timeout_ms = 0
         self._catalog_conn()
         try:
             self._adbc_conn()
@@ -142,7 +142,7 @@ class PostgresSource:
 
     def set_statement_timeout(self, seconds: float) -> None:
         """Cancel a page's query that runs longer than ``seconds`` (0: never)."""
-        self._timeout_ms = max(0, round(seconds * 1000))
+        self._page_timeout_ms = max(0, round(seconds * 1000))
 
     def close(self) -> None:
         self._drop_adbc()
@@ -288,8 +288,8 @@ class PostgresSource:
         try:
             cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             self._reader = token
-            if self._timeout_ms:  # an int of ours, not user text
-                cur.execute(f"SET LOCAL statement_timeout = {int(self._timeout_ms)}")
+            if self._page_timeout_ms:  # an int of ours, not user text
+                cur.execute(f"SET LOCAL statement_timeout = {int(self._page_timeout_ms)}")
             cur.execute(query, parameters=params)
             reader = cur.fetch_record_batch()
             for batch in reader:
@@ -356,10 +356,10 @@ class PostgresSource:
         what = f"table {table!r}" if table else "the PostgreSQL catalog"
         if sqlstate == "42501":
             return PermissionDeniedError(f"permission denied reading {what}: {detail}")
-        if sqlstate == "57014" and self._timeout_ms and "statement timeout" in detail:
+        if sqlstate == "57014" and self._page_timeout_ms and "statement timeout" in detail:
             return SourceUnavailableError(
                 f"a page of {what} ran longer than the source's statement_timeout_seconds "
-                f"({self._timeout_ms / 1000:g} s) and was cancelled; retried later")
+                f"({self._page_timeout_ms / 1000:g} s) and was cancelled; retried later")
         if sqlstate == "42P01" and table:
             return TableNotFoundError(table, self._relations()[1])
         lost = sqlstate is None and isinstance(

@@ -56,8 +56,9 @@ def list_audit(
     export_id: Annotated[str | None, Query(min_length=1, max_length=64,
                                            pattern=r"^[a-z]+_[0-9a-f]+$")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    before: Annotated[int | None, Query(ge=1, description="Cursor: `next_before` of a page.")
-                      ] = None,
+    # an entry id: a 64-bit integer in both stores (a larger one overflowed SQLite: 500)
+    before: Annotated[int | None, Query(ge=1, le=2**63 - 1,
+                                        description="Cursor: `next_before` of a page.")] = None,
 ) -> AuditPage:
     entries = store.audit_list(principal.project, export_id=export_id, actions=action,
                                limit=limit, before_id=before)
