@@ -39,7 +39,7 @@ class RowStream(Protocol):
 def check_server_csv(source: Source, table: TableInfo, columns: list[str],
                      predicate: object | None) -> None:
     """Refuse what the ``postgres`` dialect cannot export, naming what is allowed."""
-    if not callable(getattr(source, "copy_csv", None)):
+    if not getattr(source, "server_csv", False):
         raise ConfigError(
             "the postgres CSV dialect needs tables of a PostgreSQL source, whose server "
             f"writes the CSV (this export reads {_what(source)}); use the default egress "

@@ -83,6 +83,8 @@ class PostgresSource:
     dialect = "postgresql"
     #: Write the cursor into a table's keyset query (no parameters: a COPY stream).
     inline_cursor = True
+    #: ``copy_csv`` streams the server's own CSV of a table (the postgres CSV dialect).
+    server_csv = True
 
     def __init__(self, url: str) -> None:
         self._url = libpq_url(url)
