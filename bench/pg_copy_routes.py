@@ -13,6 +13,9 @@ Routes:
   one row, per step through psycopg's generator machinery), one COPY of the whole table;
 - ``pgconn``: the same COPY read by ``pgconn.get_copy_data`` in a tight loop (libpq's
   call, one row per call, no generator), rows counted as messages;
+- ``jsonl``: ``pgconn`` for ``COPY (SELECT row_to_json(e) FROM (…) AS e) TO STDOUT
+  (FORMAT csv, QUOTE e'\\x01', DELIMITER e'\\x02')``: the server writes JSON Lines (a
+  JSON text holds no raw control character, so no field is quoted);
 - ``parts``: one COPY per part of ``--part-rows`` rows (``WHERE id > a AND id <= b``),
   ``b`` found first by an index-only ``OFFSET part_rows - 1`` query, the rows of a part
   from the COPY's command tag, read by ``pgconn.get_copy_data``: what egress builds.
@@ -84,6 +87,16 @@ elif route == "pgconn":
     pgconn.send_query(f"COPY (SELECT {FIELDS} FROM events ORDER BY id) TO STDOUT (FORMAT csv, HEADER)".encode())
     res = pgconn.get_result()
     assert res.status == pq.ExecStatus.COPY_OUT, res.status
+    rows = pump(pgconn)
+    res = pgconn.get_result()
+    assert res.status == pq.ExecStatus.COMMAND_OK, res.error_message
+    while pgconn.get_result() is not None:
+        pass
+elif route == "jsonl":
+    pgconn = conn.pgconn
+    pgconn.send_query(("COPY (SELECT row_to_json(e) FROM (SELECT " + FIELDS + " FROM events ORDER BY id) AS e) TO STDOUT (FORMAT csv, QUOTE e'\\x01', DELIMITER e'\\x02')").encode())
+    res = pgconn.get_result()
+    assert res.status == pq.ExecStatus.COPY_OUT, (res.status, res.error_message)
     rows = pump(pgconn)
     res = pgconn.get_result()
     assert res.status == pq.ExecStatus.COMMAND_OK, res.error_message
