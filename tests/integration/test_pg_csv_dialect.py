@@ -26,7 +26,7 @@ from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.predicate import Predicate
 from egress.engine.plan import plan_task
 from egress.engine.slice import Task, run_slice
-from egress.exceptions import ConfigError
+from egress.exceptions import ConfigError, SourceUnavailableError, TableNotFoundError
 from egress.sinks.local import LocalSink
 from egress.sources.postgres import PostgresSource
 
@@ -295,3 +295,32 @@ def test_jobs_create_and_a_worker_write_the_servers_csv(pg: str, tmp_path: Path)
     assert ran.exit_code == 0, ran.output
     (path,) = (tmp_path / "home").rglob("kinds.csv")
     assert path.read_bytes() == server_csv(pg, "kinds", "id")
+
+
+def test_a_lost_connection_is_transient_and_the_next_stream_reconnects(pg: str) -> None:
+    with psycopg.connect(pg, autocommit=True) as conn:
+        # more than the socket buffers hold: the server is still sending when it is killed
+        conn.execute("CREATE TABLE big AS SELECT i AS id, repeat('x', 200) AS pad "
+                     "FROM generate_series(1, 200000) AS i")
+        conn.execute("ALTER TABLE big ADD PRIMARY KEY (id)")
+    source = PostgresSource(pg)
+    try:
+        info = source.describe("big")
+        stream = source.copy_csv(info, None, info.column_names)
+        assert stream.take(2).rows == 2
+        with psycopg.connect(pg, autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE pid <> pg_backend_pid() AND query LIKE 'COPY%'")
+        with pytest.raises(SourceUnavailableError):
+            stream.take(200_000)
+        stream.close()
+        again = source.copy_csv(info, (200_000 - 3,), info.column_names)
+        got = again.take(10)
+        assert (got.rows, got.ended) == (3, True)
+        # a table dropped under the export is a clear, permanent error
+        with psycopg.connect(pg, autocommit=True) as other:
+            other.execute("DROP TABLE big")
+        with pytest.raises(TableNotFoundError):
+            source.copy_csv(info, None, info.column_names)
+    finally:
+        source.close()
