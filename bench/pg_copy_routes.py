@@ -13,6 +13,8 @@ Routes:
   one row, per step through psycopg's generator machinery), one COPY of the whole table;
 - ``pgconn``: the same COPY read by ``pgconn.get_copy_data`` in a tight loop (libpq's
   call, one row per call, no generator), rows counted as messages;
+- ``seq``: ``pgconn`` without ``ORDER BY`` (a sequential scan, as ``psql \\copy`` of
+  the table does): what the key order costs the server;
 - ``jsonl``: ``pgconn`` for ``COPY (SELECT row_to_json(e) FROM (…) AS e) TO STDOUT
   (FORMAT csv, QUOTE e'\\x01', DELIMITER e'\\x02')``: the server writes JSON Lines (a
   JSON text holds no raw control character, so no field is quoted);
@@ -82,9 +84,10 @@ if route == "iter":
                 os.write(fd, b"".join(buf)); buf, size = [], 0
         if buf:
             os.write(fd, b"".join(buf))
-elif route == "pgconn":
+elif route in ("pgconn", "seq"):
     pgconn = conn.pgconn
-    pgconn.send_query(f"COPY (SELECT {FIELDS} FROM events ORDER BY id) TO STDOUT (FORMAT csv, HEADER)".encode())
+    order = "ORDER BY id" if route == "pgconn" else ""
+    pgconn.send_query(f"COPY (SELECT {FIELDS} FROM events {order}) TO STDOUT (FORMAT csv, HEADER)".encode())
     res = pgconn.get_result()
     assert res.status == pq.ExecStatus.COPY_OUT, res.status
     rows = pump(pgconn)
