@@ -50,10 +50,14 @@ def main() -> None:
     recorder = CommitRecorder()
     use_system_allocator()  # as the egress CLI and worker do
 
+    # ``csvpg``: CSV in the postgres dialect (the server writes the rows)
+    fmt, options = ("csv", {"csv_dialect": "postgres"}) if args.format == "csvpg" else (
+        args.format, {})
+
     def run() -> None:
         egress.export(
-            args.source, [args.table], to=args.out, format=args.format,
-            compression=args.compression, progress=recorder,
+            args.source, [args.table], to=args.out, format=fmt,
+            compression=args.compression, progress=recorder, options=options,
         )
 
     if args.profile:

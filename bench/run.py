@@ -41,6 +41,7 @@ DEFAULT_FORMATS = "csv,csv.gzip,jsonl,json,sql,parquet,parquet.zstd"
 TARGETS = {
     ("sqlite", "csv", "none"): 1.3, ("sqlite", "jsonl", "none"): 1.6,
     ("postgresql", "csv", "none"): 1.15, ("postgresql", "jsonl", "none"): 1.4,
+    ("postgresql", "csvpg", "none"): 1.15,
     **{(source, "parquet", codec): 1.2 for source in ("sqlite", "postgresql")
        for codec in ("none", "zstd", "snappy")},
 }
@@ -68,6 +69,8 @@ def tools_for(
                                   work / f"duckdb-{codec}.parquet", codec),
                 tools.connectorx_tool(duckdb, url, data.TABLE,
                                       work / f"connectorx-{codec}.parquet", compression)]
+    if fmt == "csvpg":  # CSV in the postgres dialect (bench/child.py)
+        fmt = "csv"
     if fmt == "csv" and compression == "gzip":
         return [tools.csv_tool(kind, source, data.TABLE, work / "tool.csv.gz", gzip=True)]
     if fmt == "json":

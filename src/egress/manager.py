@@ -21,10 +21,12 @@ from egress.domain.access import AuditEntry
 from egress.domain.checkpoint import Checkpoint
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
+from egress.engine.copied import check_server_csv
 from egress.engine.manifest import MANIFEST, SUCCESS
 from egress.engine.selection import check_selection
 from egress.exceptions import ConfigError, NotFoundError
 from egress.formats import resolve_compression
+from egress.formats.csv import DIALECTS as CSV_DIALECTS
 from egress.sinks import sink_from_destination
 from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
@@ -42,6 +44,8 @@ EXPORT_OPTIONS = {
     "client_tags": "remote engines: client tags sent with the queries (besides egress-export)",
     "mode": "remote engines: direct (egress writes the result) or unload (the engine does)",
     "delimiter": "CSV field delimiter (one character)",
+    "csv_dialect": "CSV: egress (RFC 4180, default) or postgres (PostgreSQL's own CSV, "
+                   "written by the server; PostgreSQL tables only)",
     "max_file_size": "start a new numbered file above this many bytes",
     "part_size": "target bytes per part",
     "part_rows": "rows per part (overrides part_size)",
@@ -86,6 +90,8 @@ def format_options_of(options: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "delimiter" in options:
         out["delimiter"] = options["delimiter"]
+    if options.get("csv_dialect") not in (None, "egress"):
+        out["csv_dialect"] = options["csv_dialect"]
     if options.get("row_group_size") is not None:
         out["row_group_bytes"] = options["row_group_size"]
     return out
@@ -102,6 +108,10 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
             value = options[key]
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"export option {key} must be a positive integer, got {value!r}")
+    dialect = options.get("csv_dialect")
+    if dialect is not None and dialect not in CSV_DIALECTS:
+        raise ConfigError(f"csv_dialect must be one of {', '.join(CSV_DIALECTS)}, "
+                          f"got {dialect!r}")
     checked = dict(options)
     _check_remote_options(checked)
     if "query" in checked:
@@ -133,6 +143,17 @@ def _check_remote_options(options: dict[str, Any]) -> None:
     mode = options.get("mode")
     if mode is not None and mode not in ("direct", "unload"):
         raise ConfigError(f"mode must be direct or unload, got {mode!r}")
+
+
+def _check_server_csv(source: Source, fmt: str, infos: list[TableInfo],
+                      select: dict[str, Any]) -> None:
+    """The postgres CSV dialect: format csv, PostgreSQL tables, no filters, the key kept."""
+    if fmt != "csv":
+        raise ConfigError(f"csv_dialect applies to format csv only, not {fmt}")
+    for info in infos:
+        wanted = select.get(info.name) or {}
+        columns = list(wanted.get("columns") or info.column_names)
+        check_server_csv(source, info, columns, wanted.get("filters") or None)
 
 
 def _check_select(select: Any, infos: list[TableInfo]) -> dict[str, Any]:
@@ -247,6 +268,8 @@ def create_export_planned(
         if remote and any(v.get("filters") for v in options["select"].values()):
             raise ConfigError("filters are not supported on a remote engine: export a query "
                               "with a WHERE clause instead")
+    if options.get("csv_dialect") == "postgres":
+        _check_server_csv(source, request.format, infos, options.get("select") or {})
     export_id = new_id("exp")
     export = ExportRecord(
         id=export_id,

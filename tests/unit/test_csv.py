@@ -77,3 +77,21 @@ def test_parts_concatenate() -> None:
 def test_bad_delimiters_are_refused(bad: str) -> None:
     with pytest.raises(ConfigError, match="delimiter must be one character"):
         CsvFormat(bad)
+
+
+def test_postgres_dialect_writes_the_header_as_the_server_writes_rows() -> None:
+    schema = pa.schema([("id", pa.int64()), ("a,b", pa.string()), ('q"', pa.string())])
+    fmt = CsvFormat(csv_dialect="postgres")
+    assert fmt.server_rows and not CsvFormat().server_rows
+    assert fmt.header(schema) == b'id,"a,b","q"""\n'
+    assert CsvFormat().header(schema) == b'id,"a,b","q"""\r\n'
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"csv_dialect": "excel"}, "unknown CSV dialect 'excel'; known: egress, postgres"),
+    ({"csv_dialect": "postgres", "delimiter": "\\"}, "one-byte delimiter other than a backslash"),
+    ({"csv_dialect": "postgres", "delimiter": "é"}, "one-byte delimiter other than a backslash"),
+])
+def test_bad_dialect_options_are_refused(kw: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        CsvFormat(**kw)

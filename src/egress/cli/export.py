@@ -27,6 +27,7 @@ from egress.cli.signals import GracefulStop, run_in_thread, write_stderr
 from egress.engine.plan import DEFAULT_PART_SIZE
 from egress.exceptions import ConfigError
 from egress.formats import COMPRESSIONS, FORMATS, check_format, resolve_compression
+from egress.formats.csv import DIALECTS as CSV_DIALECTS
 from egress.redact import without_password
 
 
@@ -47,6 +48,8 @@ class ExportArgs:
     row_group_size: Size | None = None
     slice_seconds: float | None = None
     delimiter: str | None = None
+    #: egress (default) or postgres: PostgreSQL writes the CSV itself
+    csv_dialect: str | None = None
     quiet: bool = False
     #: auto (bars on a terminal, lines elsewhere), bar, lines or none
     progress: str = "auto"
@@ -93,6 +96,8 @@ class ExportArgs:
             argv += ["--slice-seconds", repr(self.slice_seconds)]
         if self.delimiter is not None:
             argv += ["--delimiter", self.delimiter]
+        if self.csv_dialect is not None:
+            argv += ["--csv-dialect", self.csv_dialect]
         if self.quiet:
             argv.append("--quiet")
         elif self.progress != "auto":
@@ -164,6 +169,11 @@ def run_export(
         if args.format != "csv":
             raise ConfigError(f"--delimiter applies to --format csv only, not {args.format}")
         options["delimiter"] = parse_delimiter(args.delimiter)
+    if args.csv_dialect is not None:
+        if args.format != "csv":
+            raise ConfigError(f"--csv-dialect applies to --format csv only, not {args.format}")
+        if args.csv_dialect != "egress":
+            options["csv_dialect"] = args.csv_dialect
     if args.row_group_size is not None:
         if args.format != "parquet":
             raise ConfigError(f"--row-group-size applies to --format parquet only, not "
@@ -318,6 +328,10 @@ def _size(n: int) -> str:
                    "8MiB uncompressed); larger row groups use more memory.")
 @click.option("--delimiter", default=None, metavar="CHAR",
               help="CSV field delimiter (default ','; '\\t' or 'tab' for a tab).")
+@click.option("--csv-dialect", type=click.Choice(CSV_DIALECTS), default=None,
+              help="CSV: egress (RFC 4180, the default) or postgres (PostgreSQL tables "
+                   "only: the server writes its own CSV, as psql's \\copy … CSV does; "
+                   "faster; see docs/formats.md).")
 @click.option("--resume", is_flag=True, help="Continue the unfinished export in --out.")
 @click.option("--progress", "progress_mode", type=click.Choice(PROGRESS_MODES),
               default="auto", show_default=True,
@@ -346,6 +360,7 @@ def export_command(
     max_value_size: Size | None,
     slice_seconds: float | None,
     delimiter: str | None,
+    csv_dialect: str | None,
     row_group_size: Size | None,
     resume: bool,
     progress_mode: str,
@@ -361,7 +376,7 @@ def export_command(
         source=source, out=out, format=fmt, tables=tables, all_tables=all_tables,
         compression=compression, max_file_size=max_file_size, part_size=part_size,
         part_rows=part_rows, max_value_size=max_value_size, slice_seconds=slice_seconds,
-        delimiter=delimiter, quiet=quiet, row_group_size=row_group_size,
+        delimiter=delimiter, csv_dialect=csv_dialect, quiet=quiet, row_group_size=row_group_size,
         query=query, key=key, name=name, progress=progress_mode,
         progress_interval=progress_interval, role=role, client_tags=client_tags,
     )

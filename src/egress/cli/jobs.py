@@ -175,6 +175,8 @@ def jobs() -> None:
 @click.option("--destination", default="local", show_default=True,
               help="A destination of egress.toml (local: the home's exports/ directory).")
 @click.option("--delimiter", help="CSV field delimiter (default ',').")
+@click.option("--csv-dialect", type=click.Choice(["egress", "postgres"]), default=None,
+              help="CSV: egress (default) or postgres (PostgreSQL writes its own CSV).")
 @click.option("--max-file-size", type=SIZE, default=None,
               help="Start a new numbered file past this size (64MB, 1GiB…), as for export.")
 @click.option("--part-rows", type=click.IntRange(1), help="Rows per part.")
@@ -200,8 +202,8 @@ def jobs() -> None:
 def jobs_create(
     home: str | None, project: str, source: str, tables: tuple[str, ...], all_tables: bool,
     fmt: str, compression: str, destination: str, delimiter: str | None,
-    max_file_size: Size | None, part_rows: int | None, row_group_size: Size | None,
-    query: str | None,
+    csv_dialect: str | None, max_file_size: Size | None, part_rows: int | None,
+    row_group_size: Size | None, query: str | None,
     key: tuple[str, ...], name: str | None, role: str | None, client_tags: tuple[str, ...],
     mode: str | None, idempotency_key: str | None, as_json: bool,
 ) -> None:
@@ -221,6 +223,8 @@ def jobs_create(
         options["mode"] = mode
     if delimiter is not None:
         options["delimiter"] = delimiter
+    if csv_dialect is not None:
+        options["csv_dialect"] = csv_dialect
     if max_file_size is not None:
         options["max_file_size"] = int(max_file_size)
     if part_rows is not None:

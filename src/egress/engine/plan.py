@@ -9,9 +9,11 @@ from typing import Any
 
 from egress.domain.checkpoint import TaskSpec
 from egress.domain.predicate import Predicate
+from egress.engine.copied import check_server_csv
 from egress.engine.naming import output_base_name
 from egress.engine.selection import selected_schema
 from egress.engine.sizes import SizeLimits, check_batch
+from egress.exceptions import ConfigError
 from egress.formats import get_compression, make_format, resolve_compression
 from egress.sources.base import Source, TableInfo
 
@@ -25,6 +27,8 @@ def format_options(
 ) -> dict[str, Any]:
     """The format's options, completed with what the source and table decide."""
     opts = dict(options)
+    if "csv_dialect" in opts and fmt != "csv":
+        raise ConfigError(f"csv_dialect applies to format csv only, not {fmt}")
     if fmt == "sql":
         opts.setdefault("dialect", source.dialect)
         opts.setdefault("table", table.name)
@@ -59,6 +63,8 @@ def plan_task(
     compression = resolve_compression(format, compression)
     opts = format_options(format, source, table, compression, options or {})
     fmt = make_format(format, opts)
+    if getattr(fmt, "server_rows", False):
+        check_server_csv(source, table, selected_schema(table, columns).names, predicate)
     if part_rows is None:
         part_rows = _rows_for_size(source, table, fmt, fmt.part_bytes or part_size, columns,
                                    predicate, limits or SizeLimits())

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from egress.domain.checkpoint import Checkpoint, FileRecord, OpenFile, PartRecord, TaskSpec
 from egress.domain.keys import Key
+from egress.engine.copied import CopiedParts
 from egress.engine.naming import file_name
 from egress.engine.readahead import PageReader, closing_iterator
 from egress.engine.resume import verify_open_file
@@ -117,6 +118,8 @@ class Task:
         self._schema = selected_schema(self.table, self.spec.columns)
         self._names = self._schema.names
         self._pages: PageReader | None = None
+        #: the source writes the rows (the postgres CSV dialect): parts of its stream
+        self._copied: CopiedParts | None = None
 
     # --- reading ----------------------------------------------------------------------
 
@@ -134,6 +137,16 @@ class Task:
         pages, self._pages = self._pages, None
         if pages is not None:
             pages.close()
+        copied, self._copied = self._copied, None
+        if copied is not None:
+            copied.close()
+
+    def _copied_rows(self, after: Key | None) -> tuple[bytes, int, Key | None, Key | None]:
+        """The next part's rows as the source wrote them (the postgres CSV dialect)."""
+        if self._copied is None:
+            self._copied = CopiedParts(self.source, self.table, list(self._names),
+                                       getattr(self.fmt, "delimiter", ","))
+        return self._copied.take(after, self.spec.part_rows)
 
     def _key_at(self, batch: pa.RecordBatch, index: int) -> Key:
         key = tuple(batch.column(k)[index].as_py() for k in self.table.key_columns)
@@ -171,22 +184,27 @@ class Task:
         metas: list[bytes] = []
         size = 0
         while True:
-            offset = start + (size if chunks else len(header))
-            encoder = fmt.part_encoder(self._schema, rows_before + rows, offset)
-            got = 0
-            with closing_iterator(self.pages().page(after)) as it:
-                for batch in it:
-                    if first_key is None:
-                        first_key = self._key_at(batch, 0)
-                    last_key = self._key_at(batch, -1)
-                    got += batch.num_rows
-                    encoder.add(batch.select(self._names))
-                    if droppable and self.clock() > deadline + self.grace:
-                        return None
+            if getattr(fmt, "server_rows", False):
+                body, got, first, last = self._copied_rows(after)
+                first_key = first_key if first_key is not None else first
+                last_key = last if last is not None else last_key
+            else:
+                offset = start + (size if chunks else len(header))
+                encoder = fmt.part_encoder(self._schema, rows_before + rows, offset)
+                got = 0
+                with closing_iterator(self.pages().page(after)) as it:
+                    for batch in it:
+                        if first_key is None:
+                            first_key = self._key_at(batch, 0)
+                        last_key = self._key_at(batch, -1)
+                        got += batch.num_rows
+                        encoder.add(batch.select(self._names))
+                        if droppable and self.clock() > deadline + self.grace:
+                            return None
+                body = encoder.finish()
+                if encoder.meta is not None:
+                    metas.append(encoder.meta)
             rows += got
-            body = encoder.finish()
-            if encoder.meta is not None:
-                metas.append(encoder.meta)
             first_of_file = opens and not chunks
             if first_of_file:
                 body = header + body

@@ -2,6 +2,12 @@
 
 A NULL is an empty field and an empty string is ``""``, so the two stay apart (as in
 PostgreSQL's COPY … CSV).
+
+The ``postgres`` dialect (``csv_dialect="postgres"``) is PostgreSQL's own CSV: a
+PostgreSQL source writes the rows itself (``COPY … TO STDOUT (FORMAT csv)``) and egress
+only cuts the stream into parts (engine/copied.py); this class then writes the header,
+LF-terminated as the server writes its rows. Its encoder (egress's CSV) only sizes parts
+when a task is planned.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from egress.formats import render
 from egress.formats.base import TextFormat, TextPartEncoder, concat_strings
 
 EOL = "\r\n"
+#: CSV dialects: egress's own (RFC 4180), or the text a PostgreSQL server writes.
+DIALECTS = ("egress", "postgres")
 #: Every character the text of a number, date, time, boolean or binary value may hold.
 _PLAIN_TEXT = frozenset("0123456789abcdef+-.:eETZ \\xInfinityNaNtruefalse")
 
@@ -25,13 +33,22 @@ class CsvFormat(TextFormat):
     name = "csv"
     extension = "csv"
 
-    def __init__(self, delimiter: str = ",") -> None:
+    def __init__(self, delimiter: str = ",", csv_dialect: str = "egress") -> None:
         if len(delimiter) != 1 or delimiter in '"\r\n':
             raise ConfigError(
                 f"CSV delimiter must be one character other than a quote or a line break, "
                 f"got {delimiter!r}"
             )
+        if csv_dialect not in DIALECTS:
+            raise ConfigError(f"unknown CSV dialect {csv_dialect!r}; known: "
+                              f"{', '.join(DIALECTS)}")
+        if csv_dialect == "postgres" and (delimiter == "\\" or not delimiter.isascii()):
+            raise ConfigError("the postgres CSV dialect needs a one-byte delimiter other "
+                              f"than a backslash, got {delimiter!r}")
         self.delimiter = delimiter
+        self.csv_dialect = csv_dialect
+        #: the source writes the rows (PostgreSQL's COPY); egress writes only the header
+        self.server_rows = csv_dialect == "postgres"
         self._needs_quotes = "[" + re.escape(delimiter) + '"\r\n]'
         # the text of numbers, dates, times, booleans and binary is made of these alone
         self._plain_safe = delimiter not in _PLAIN_TEXT
@@ -60,7 +77,9 @@ class CsvFormat(TextFormat):
     def header(self, schema: pa.Schema) -> bytes:
         names = pa.array([f.name for f in schema], pa.string())
         fields = self._field(names).to_pylist()
-        return (self.delimiter.join(fields) + EOL).encode()
+        # PostgreSQL ends its lines with LF: the header of its dialect too
+        eol = "\n" if self.server_rows else EOL
+        return (self.delimiter.join(fields) + eol).encode()
 
     def encode_rows(self, batch: pa.RecordBatch) -> bytes | memoryview:
         # one join builds every line: fields, delimiters and the line end, with a NULL

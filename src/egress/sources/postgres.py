@@ -36,6 +36,7 @@ from egress.exceptions import (
 from egress.redact import redact_url, scrub, url_secrets
 from egress.sources import pg_catalog as catalog
 from egress.sources.base import Column, TableInfo
+from egress.sources.pg_copy import CopyFailed, CsvCopy, copy_query
 from egress.sources.pg_errors import connect_error, sqlstate_transient
 from egress.sources.pg_keyset import ReadPlan, keyset_query, quote_ident
 from egress.sources.pg_types import (
@@ -82,11 +83,15 @@ class PostgresSource:
     dialect = "postgresql"
     #: Write the cursor into a table's keyset query (no parameters: a COPY stream).
     inline_cursor = True
+    #: ``copy_csv`` streams the server's own CSV of a table (the postgres CSV dialect).
+    server_csv = True
 
     def __init__(self, url: str) -> None:
         self._url = libpq_url(url)
         self._secrets = url_secrets(self._url)
         self._catalog: psycopg.Connection[Any] | None = None
+        #: the connection of ``copy_csv`` streams (opened on first use)
+        self._copier: psycopg.Connection[Any] | None = None
         self._conn: Any = None
         #: Marks the read() whose transaction is open on the ADBC connection.
         self._reader: object | None = None
@@ -146,8 +151,56 @@ class PostgresSource:
 
     def close(self) -> None:
         self._drop_adbc()
+        self._drop_copier()
         if self._catalog is not None:
             self._catalog.close()
+
+    def _copier_conn(self) -> psycopg.Connection[Any]:
+        if self._copier is None or self._copier.closed or self._copier.broken:
+            try:
+                conn = psycopg.connect(self._url, autocommit=True)
+            except psycopg.Error as exc:
+                raise self._unavailable(exc) from None
+            try:
+                # the dialect's text forms (docs/formats.md); the key's index, never a sort
+                for statement in (*SESSION_SETTINGS, "SET client_encoding = 'UTF8'",
+                                  "SET enable_sort = off"):
+                    conn.execute(statement)
+            except psycopg.Error as exc:
+                conn.close()
+                raise self._unavailable(exc) from None
+            self._copier = conn
+        return self._copier
+
+    def _drop_copier(self) -> None:
+        conn, self._copier = self._copier, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def copy_csv(
+        self, table: TableInfo, after: Key | None, columns: list[str], delimiter: str = ","
+    ) -> CsvCopy:
+        """The server's own CSV of ``columns`` of the rows after ``after``, in key order
+        (the ``postgres`` CSV dialect): a running COPY whose ``take(n)`` reads rows."""
+        if table.name not in self._plans:
+            self.describe(table.name)
+        plan = self._plans[table.name]
+        query = copy_query(plan, table.key_columns, columns, after, delimiter, self._literal)
+
+        def translate(exc: CopyFailed) -> EgressError:
+            copier = self._copier
+            if exc.sqlstate is None and (copier is None or copier.broken
+                                         or copier.pgconn.status != psycopg.pq.ConnStatus.OK):
+                self._drop_copier()
+                return self._unavailable(exc)
+            return self._translate(exc, exc.sqlstate, table.name)
+
+        try:
+            return CsvCopy(self._copier_conn(), query, translate)
+        except psycopg.Error as exc:
+            self._drop_copier()
+            raise self._translate(exc, getattr(exc, "sqlstate", None), table.name) from None
 
     def _fetch(self, query: str | sql.Composed, params: Any = None) -> list[tuple[Any, ...]]:
         try:

@@ -64,6 +64,9 @@ class QueryCatalog:
     """The catalog of a query source: one "table", the query's result, described once.
     Subclasses set ``query`` and ``_info = None`` and implement ``_describe``."""
 
+    #: A query's result is paged by its own key, never COPY'd (the postgres CSV dialect).
+    server_csv = False
+
     query: Query
     _info: TableInfo | None
 

@@ -1,0 +1,180 @@
+"""Client CPU of the ways to stream PostgreSQL's own CSV (issue #12, item 3).
+
+    flock /tmp/egress-bench.lock .venv/bin/python bench/pg_copy_routes.py [--rows 1000000]
+
+Each route writes the table's CSV into one file in a fresh Python process (psycopg only,
+no egress imports) and reports wall seconds, the client's CPU seconds and the server
+backend's CPU seconds (``/proc/PID/stat`` of the backend): the budget a
+``--csv-dialect postgres`` export has to fit in. ``psql \\copy`` runs in turns with them.
+
+Routes:
+
+- ``iter``: ``for chunk in copy`` (psycopg's ``Copy`` iteration: one CopyData message,
+  one row, per step through psycopg's generator machinery), one COPY of the whole table;
+- ``pgconn``: the same COPY read by ``pgconn.get_copy_data`` in a tight loop (libpq's
+  call, one row per call, no generator), rows counted as messages;
+- ``seq``: ``pgconn`` without ``ORDER BY`` (a sequential scan, as ``psql \\copy`` of
+  the table does): what the key order costs the server;
+- ``jsonl``: ``pgconn`` for ``COPY (SELECT row_to_json(e) FROM (…) AS e) TO STDOUT
+  (FORMAT csv, QUOTE e'\\x01', DELIMITER e'\\x02')``: the server writes JSON Lines (a
+  JSON text holds no raw control character, so no field is quoted);
+- ``parts``: one COPY per part of ``--part-rows`` rows (``WHERE id > a AND id <= b``),
+  ``b`` found first by an index-only ``OFFSET part_rows - 1`` query, the rows of a part
+  from the COPY's command tag, read by ``pgconn.get_copy_data``: what egress builds.
+"""
+
+# ruff: noqa: E501  (the child program is one long string)
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import data
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = Path("/tmp/egress-bench/routes.csv")
+
+COMMON = r"""
+import os, sys, time
+import psycopg
+from psycopg import pq
+def backend_cpu(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+started = time.perf_counter()
+url, out, route, part_rows = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+conn = psycopg.connect(url, autocommit=True)
+pid = conn.info.backend_pid
+server0 = backend_cpu(pid)
+conn.execute("SET enable_sort = off")  # ORDER BY key by the index, never a sort
+conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+rows = 0
+FIELDS = "id, user_id, created_at, kind, amount, payload, flag"
+
+def pump(pgconn, limit_bytes=8 << 20):
+    # one COPY's rows, written in blocks of about 8 MiB; returns rows seen
+    n, buf, size = 0, [], 0
+    get = pgconn.get_copy_data
+    while True:
+        nbytes, chunk = get(0)
+        if nbytes <= 0:
+            break
+        buf.append(chunk)
+        size += nbytes
+        n += 1
+        if size >= limit_bytes:
+            os.write(fd, b"".join(buf)); buf, size = [], 0
+    if buf:
+        os.write(fd, b"".join(buf))
+    return n
+
+if route == "iter":
+    with conn.cursor().copy(f"COPY (SELECT {FIELDS} FROM events ORDER BY id) TO STDOUT (FORMAT csv, HEADER)") as copy:
+        buf, size = [], 0
+        for chunk in copy:
+            buf.append(chunk); size += len(chunk); rows += 1
+            if size >= 8 << 20:
+                os.write(fd, b"".join(buf)); buf, size = [], 0
+        if buf:
+            os.write(fd, b"".join(buf))
+elif route in ("pgconn", "seq"):
+    pgconn = conn.pgconn
+    order = "ORDER BY id" if route == "pgconn" else ""
+    pgconn.send_query(f"COPY (SELECT {FIELDS} FROM events {order}) TO STDOUT (FORMAT csv, HEADER)".encode())
+    res = pgconn.get_result()
+    assert res.status == pq.ExecStatus.COPY_OUT, res.status
+    rows = pump(pgconn)
+    res = pgconn.get_result()
+    assert res.status == pq.ExecStatus.COMMAND_OK, res.error_message
+    while pgconn.get_result() is not None:
+        pass
+elif route == "jsonl":
+    pgconn = conn.pgconn
+    pgconn.send_query(("COPY (SELECT row_to_json(e) FROM (SELECT " + FIELDS + " FROM events ORDER BY id) AS e) TO STDOUT (FORMAT csv, QUOTE e'\\x01', DELIMITER e'\\x02')").encode())
+    res = pgconn.get_result()
+    assert res.status == pq.ExecStatus.COPY_OUT, (res.status, res.error_message)
+    rows = pump(pgconn)
+    res = pgconn.get_result()
+    assert res.status == pq.ExecStatus.COMMAND_OK, res.error_message
+    while pgconn.get_result() is not None:
+        pass
+elif route == "parts":
+    pgconn = conn.pgconn
+    after = None
+    first = True
+    while True:
+        where = "" if after is None else f"WHERE id > {int(after)}"
+        got = conn.execute(f"SELECT id FROM events {where} ORDER BY id OFFSET {part_rows - 1} LIMIT 1").fetchone()
+        upper = "" if got is None else (" AND " if where else "WHERE ") + f"id <= {int(got[0])}"
+        header = ", HEADER" if first else ""
+        first = False
+        pgconn.send_query(f"COPY (SELECT {FIELDS} FROM events {where}{upper} ORDER BY id) TO STDOUT (FORMAT csv{header})".encode())
+        res = pgconn.get_result()
+        assert res.status == pq.ExecStatus.COPY_OUT, res.status
+        n = pump(pgconn)
+        res = pgconn.get_result()
+        assert res.status == pq.ExecStatus.COMMAND_OK, res.error_message
+        tag_rows = int(res.command_tuples or 0)
+        while pgconn.get_result() is not None:
+            pass
+        rows += tag_rows
+        if got is None:
+            break
+        after = got[0]
+server = backend_cpu(pid) - server0
+conn.execute("COMMIT")
+conn.close()
+os.fsync(fd)
+os.close(fd)
+print(f"{rows} {server:.2f} {time.process_time():.2f} {time.perf_counter() - started:.2f}")
+"""
+
+
+def timed(argv: list[str]) -> tuple[float, float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(argv, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--part-rows", type=int, default=27_000)
+    parser.add_argument("--routes", default="iter,pgconn,parts")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "tests"))
+    from pgserver import running_server  # the tests' throwaway server
+
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    with running_server() as server:
+        url = data.load_postgres(server.url, f"bench_{args.rows}", args.rows)
+        psql = ["psql", url, "-c", f"\\copy (SELECT * FROM events) TO '{OUT}' CSV HEADER"]
+        timed(psql)  # warm the table
+        print(f"load average {os.getloadavg()}")
+        for _ in range(args.repeat):
+            wall, cpu, _out = timed(psql)
+            print(f"psql \\copy: wall {wall:.2f} s, psql CPU {cpu:.2f} s", flush=True)
+            for route in args.routes.split(","):
+                wall, cpu, out = timed([sys.executable, "-c", COMMON, url, str(OUT), route,
+                                        str(args.part_rows)])
+                rows, server_cpu, _cpu, _wall = out.split()
+                print(f"{route:>7}: wall {wall:.2f} s, client CPU {cpu:.2f} s, "
+                      f"server backend CPU {server_cpu} s, {rows} rows", flush=True)
+        print(f"load average {os.getloadavg()}")
+    OUT.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
