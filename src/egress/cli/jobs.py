@@ -289,7 +289,7 @@ def _one(action: str) -> Callable[..., None]:
                 if action == "cancel":
                     export = manager.cancel_export(store, project, export_id)
                 elif action == "retry":
-                    export = manager.retry_export(store, project, export_id)
+                    export = manager.retry_export(store, project, export_id, settings)
                 else:
                     export = manager.get_export(store, project, export_id)
                 return export_view(store, export, settings)

@@ -282,7 +282,7 @@ def cancel_export(export_id: str, request: Request, principal: PrincipalDep, sto
 )
 def retry_export(export_id: str, request: Request, principal: PrincipalDep, store: StoreDep,
                  settings: SettingsDep) -> ExportPublic:
-    export = manager.retry_export(store, principal.project, export_id)
+    export = manager.retry_export(store, principal.project, export_id, settings)
     audit(request, principal, "export.retry", export_id=export.id)
     return export_public(store, settings, export)
 
