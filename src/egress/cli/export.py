@@ -58,6 +58,8 @@ class ExportArgs:
     #: remote engines (trino://): the role, and client tags besides egress-export
     role: str | None = None
     client_tags: tuple[str, ...] = ()
+    #: every table in one snapshot (not resumable: the snapshot ends with the run)
+    snapshot: bool = False
 
     def resume_argv(self, program: list[str]) -> list[str]:
         """The command that continues this export: the same options plus ``--resume``."""
@@ -122,6 +124,9 @@ def program_argv(ctx: click.Context) -> list[str]:
 
 
 def resume_text(args: ExportArgs, program: list[str]) -> str:
+    if args.snapshot:
+        return (f"  (none: a --snapshot export cannot be resumed, its snapshot ended with this "
+                f"run; delete {args.out} and run the export again)")
     lines = [f"  {shlex.join(args.resume_argv(program))}"]
     if strip_password(args.source)[1]:
         lines.append(
@@ -246,6 +251,7 @@ def _export(
         name=args.name,
         role=args.role,
         client_tags=args.client_tags,
+        snapshot=args.snapshot,
         **({} if args.max_value_size is None else {"max_value_bytes": int(args.max_value_size)}),
     )
 
@@ -315,6 +321,9 @@ def _size(n: int) -> str:
                    "8MiB uncompressed); larger row groups use more memory.")
 @click.option("--delimiter", default=None, metavar="CHAR",
               help="CSV field delimiter (default ','; '\\t' or 'tab' for a tab).")
+@click.option("--snapshot", is_flag=True,
+              help="Read every table in one snapshot taken at the start (PostgreSQL, SQLite "
+                   "tables); such a run cannot be resumed, only run again.")
 @click.option("--resume", is_flag=True, help="Continue the unfinished export in --out.")
 @click.option("--progress", "progress_mode", type=click.Choice(PROGRESS_MODES),
               default="auto", show_default=True,
@@ -344,6 +353,7 @@ def export_command(
     slice_seconds: float | None,
     delimiter: str | None,
     row_group_size: Size | None,
+    snapshot: bool,
     resume: bool,
     progress_mode: str,
     progress_interval: float,
@@ -361,5 +371,6 @@ def export_command(
         delimiter=delimiter, quiet=quiet, row_group_size=row_group_size,
         query=query, key=key, name=name, progress=progress_mode,
         progress_interval=progress_interval, role=role, client_tags=client_tags,
+        snapshot=snapshot,
     )
     ctx.exit(run_export(args, program_argv(ctx), resume=resume))

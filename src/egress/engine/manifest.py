@@ -80,10 +80,11 @@ def build_manifest(
     started_at: dt.datetime,
     finished_at: dt.datetime,
     destination: str,
-    snapshot: tuple[str, dt.datetime] | None = None,
+    snapshot: tuple[str | None, dt.datetime] | None = None,
 ) -> dict[str, Any]:
     """``snapshot``: (id, taken at) of the one snapshot every table was read in
-    (``snapshot: true``); the manifest's ``snapshot`` is then ``{id, taken_at}``."""
+    (``snapshot: true``; the id is None for SQLite's read transaction); the manifest's
+    ``snapshot`` is then ``{id, taken_at}``."""
     tables, files = [], []
     for r in results:
         table_files = []

@@ -117,6 +117,8 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
         options["row_group_size"] = body.row_group_size
     if select:
         options["select"] = select
+    if body.snapshot:
+        options["snapshot"] = True
     for key in ("role", "client_tags", "mode"):
         if getattr(body, key) is not None:
             options[key] = getattr(body, key)
