@@ -11,6 +11,7 @@
     │   ├── NoUsableKeyError         a table without a key that keyset pagination can use
     │   ├── PermissionDeniedError    the source's user may not read a table
     │   ├── DataError                a value that cannot be represented as declared
+    │   ├── SnapshotLostError        the export's consistent snapshot is gone (permanent)
     │   └── ValueTooLargeError       a value (or a part's rows) above the size limit
     ├── SinkError                    the destination cannot be written
     │   ├── SinkUnavailableError     the destination is unreachable or throttling (transient)
@@ -97,6 +98,11 @@ class PermissionDeniedError(SourceError):
 
 class DataError(SourceError):
     """A value that cannot be represented in the type its column declares."""
+
+
+class SnapshotLostError(SourceError):
+    """The exported snapshot a ``snapshot: true`` export reads is gone: its coordinating
+    session ended. Permanent: the export never continues on another snapshot."""
 
 
 class EngineQueryError(SourceError):

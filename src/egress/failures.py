@@ -18,6 +18,7 @@ from egress.exceptions import (
     EgressError,
     SinkError,
     SinkUnavailableError,
+    SnapshotLostError,
     SourceAccessError,
     SourceError,
     SourceUnavailableError,
@@ -36,6 +37,10 @@ _PUBLIC: tuple[tuple[type[BaseException], str | None], ...] = (
     (SourceAccessError,
      "the source database refused egress's login, or does not exist; an administrator must "
      f"fix the source's settings ({_ADMIN})"),
+    (SnapshotLostError,
+     "the export's consistent snapshot was lost: the worker holding it stopped or lost its "
+     "connection to the source; a snapshot export never continues on another snapshot, so "
+     f"it failed: retry the export to start it over on a new snapshot ({_ADMIN})"),
     (SourceError, None),
     (ConfigError, None),
     (SinkUnavailableError,

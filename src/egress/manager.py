@@ -30,10 +30,11 @@ from egress.formats.csv import DIALECTS as CSV_DIALECTS
 from egress.sinks import sink_from_destination
 from egress.sinks.base import Sink
 from egress.sinks.local import LocalSink
-from egress.sources import is_remote, open_source
+from egress.sources import is_remote, open_source, source_kind
 from egress.sources.base import Source, TableInfo
 from egress.sources.protection import protect
 from egress.sources.query import Query, check_query
+from egress.sources.snapshots import SNAPSHOT_AND_SERVER_CSV
 from egress.store.base import JobStore, WorkerStore
 
 DEFAULT_PROJECT = "default"
@@ -52,6 +53,8 @@ EXPORT_OPTIONS = {
     "row_group_size": "Parquet: most bytes of rows (as read) in one row group",
     "select": "per table: the columns to export and filters on rows "
               '({"TABLE": {"columns": [...], "filters": [{"column", "op", "value"}]}})',
+    "snapshot": "true: every table read in one consistent snapshot (PostgreSQL sources; "
+                "docs/jobs.md, Consistency)",
     "query": 'a read-only query instead of tables: {"sql": "SELECT …", "key": ["id"], '
              '"name": "query"} (the key: unique, NOT NULL result columns)',
 }
@@ -113,6 +116,14 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"csv_dialect must be one of {', '.join(CSV_DIALECTS)}, "
                           f"got {dialect!r}")
     checked = dict(options)
+    if "snapshot" in checked:
+        if not isinstance(checked["snapshot"], bool):
+            raise ConfigError(f"export option snapshot must be true or false, "
+                              f"got {checked['snapshot']!r}")
+        if not checked["snapshot"]:
+            del checked["snapshot"]  # the default: the same request as without it
+    if checked.get("snapshot") and checked.get("csv_dialect") == "postgres":
+        raise ConfigError(SNAPSHOT_AND_SERVER_CSV)
     _check_remote_options(checked)
     if "query" in checked:
         wanted = checked["query"] if isinstance(checked["query"], dict) else {}
@@ -246,6 +257,8 @@ def create_export_planned(
     given = [k for k in REMOTE_OPTIONS if options.get(k) is not None]
     if given and not remote:
         raise ConfigError(f"{', '.join(given)} apply to remote engines (trino://…) only")
+    if options.get("snapshot"):
+        check_snapshot_source(url)
     if query is None and not request.all_tables and not request.tables:
         raise ConfigError("name at least one table, or ask for all tables")
     wanted = None if request.all_tables else list(dict.fromkeys(request.tables))
@@ -308,6 +321,19 @@ def create_export_planned(
     return stored, created, tasks if created else None
 
 
+def check_snapshot_source(url: str) -> None:
+    """Refuse ``snapshot: true`` for a job whose source cannot share one snapshot among
+    its tasks and workers (only PostgreSQL exports one: docs/jobs.md, "Consistency")."""
+    kind = source_kind(url)
+    if kind in ("postgresql", "postgres"):
+        return
+    also = (" (a SQLite database is read in one snapshot by a one-shot "
+            "'egress export --snapshot', which holds one read transaction for the run)"
+            if kind == "sqlite" else "")
+    raise ConfigError(f"snapshot: true needs a PostgreSQL source for a job; this source is "
+                      f"{kind}, whose workers cannot share one snapshot{also}")
+
+
 def get_export(store: JobStore, project: str, export_id: str) -> ExportRecord:
     export = store.export_get(project, export_id)
     if export is None:
@@ -333,10 +359,23 @@ def cancel_export(store: JobStore, project: str, export_id: str) -> ExportRecord
     return export
 
 
-def retry_export(store: JobStore, project: str, export_id: str) -> ExportRecord:
+def retry_export(store: JobStore, project: str, export_id: str,
+                 settings: Settings | None = None) -> ExportRecord:
+    """A failed export continues from its checkpoints; one that read a snapshot starts
+    over (its files are removed first: its snapshot died with it, and the rows already
+    written are of that snapshot, never to be mixed with a new one). ``settings``: needed
+    for the latter."""
     export = get_export(store, project, export_id)
     if export.state is not ExportState.FAILED:
         raise ConfigError(f"only a failed export can be retried; {export_id} is {export.state}")
+    if export.options.get("snapshot") and export.cleaned_at is None:
+        if settings is None:
+            raise ConfigError("retrying a snapshot export removes its files: pass the settings")
+        if any(t.state.value == "running" for t in store.task_list(export_id)):
+            raise ConfigError(f"export {export_id} still has a task stopping after its "
+                              "failure; retry in a few seconds")
+        remove_outputs(store, settings, export)
+        store.export_mark_cleaned(export_id)  # every task then starts over (export_retry)
     retried = store.export_retry(project, export_id)
     if retried is None:
         raise NotFoundError(f"no export {export_id!r} in project {project!r}")
@@ -373,6 +412,12 @@ def export_source(settings: Settings, export: ExportRecord) -> Source:
     query = export.options.get("query")
     url = settings.source_url(export.source)
     source = open_export_source(settings, url, Query.from_json(query) if query else None)
+    if export.options.get("snapshot"):
+        if export.snapshot_id is None or not hasattr(source, "use_snapshot"):
+            source.close()
+            raise ConfigError(f"export {export.id} reads a snapshot, and none is recorded "
+                              "for this source")  # the runner waits for it (a bug otherwise)
+        source.use_snapshot(export.snapshot_id, export.snapshot_owner)
     limits = settings.limits_of(export.source)
     if query is not None or is_remote(url):  # a query has its own per-page timeout
         limits = replace(limits, statement_timeout_seconds=0.0)

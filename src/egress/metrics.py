@@ -103,7 +103,7 @@ WEBHOOK_POSTPONED = Counter(
 
 #: The label values known in advance, so that each series exists (at 0) from the start:
 #: an alert on ``rate(…)`` or ``increase(…)`` needs the series before the first event.
-SLICE_OUTCOMES = ("requeued", "done", "retry", "failed", "lost", "cancelled")
+SLICE_OUTCOMES = ("requeued", "done", "retry", "failed", "lost", "cancelled", "waiting")
 RETRY_REASONS = ("source", "destination", "store", "connection", "timeout", "database",
                  "locked", "s3", "other")
 for _counter, _values in (

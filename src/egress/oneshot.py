@@ -56,12 +56,14 @@ from egress.sinks.oserrors import writing
 from egress.sources import is_remote, open_source
 from egress.sources.base import Source
 from egress.sources.query import Query, check_query
+from egress.sources.snapshots import SNAPSHOT_AND_SERVER_CSV, HeldSnapshot, hold_snapshot
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = "state.json"
 #: Request fields that must match on --resume.
-_COMPARED = ("source", "tables", "format", "compression", "max_file_size", "options", "query")
+_COMPARED = ("source", "tables", "format", "compression", "max_file_size", "options", "query",
+             "snapshot")
 
 
 class Progress(Protocol):
@@ -142,6 +144,7 @@ def export(
     max_value_bytes: int = MAX_VALUE_BYTES,
     role: str | None = None,
     client_tags: Sequence[str] = (),
+    snapshot: bool = False,
 ) -> ExportResult:
     """Export ``tables`` (or every table with ``all_tables``) of the database at the
     SQLAlchemy-style URL ``source`` into the directory or ``s3://bucket/prefix`` ``to``.
@@ -162,6 +165,10 @@ def export(
 
     A remote engine (``trino://…``) runs the queries as ``role`` (required), with
     ``client_tags``; its result is streamed in this process (docs/trino.md).
+
+    ``snapshot``: every table is read in one snapshot taken when the run starts (PostgreSQL
+    sources and SQLite tables; sources/snapshots.py), named in the manifest. A snapshot
+    ends with the run: an interrupted snapshot run cannot be resumed, only run again.
     """
     compression = resolve_compression(format, compression)
     if max_file_size is not None and max_file_size <= 0:
@@ -177,6 +184,13 @@ def export(
         checked = check_query(query, list(key) if key is not None else None, name)
     elif not tables and not all_tables:
         raise ConfigError("name at least one table, or ask for all tables")
+    if snapshot and (options or {}).get("csv_dialect") == "postgres":
+        raise ConfigError(SNAPSHOT_AND_SERVER_CSV)
+    if snapshot and resume:
+        raise ConfigError(
+            "a --snapshot export cannot be resumed: its snapshot ended with the run that took "
+            "it, and the rest would be read in another one; delete the unfinished output "
+            "(or choose another destination) and run the export again")
     stop = should_stop or (lambda: False)
     made = Leftovers.before_open(to)
     sink, state = _open(to, fsync, state_dir, sink_options)
@@ -188,7 +202,7 @@ def export(
                        slice_seconds=slice_seconds, resume=resume, options=options,
                        progress=progress, stop=stop, query_timeout=query_timeout,
                        limits=SizeLimits(max_value_bytes=max_value_bytes),
-                       remote=(role, tuple(client_tags)))
+                       remote=(role, tuple(client_tags)), snapshot=snapshot)
     except BaseException:
         # a run that committed nothing leaves nothing; otherwise --resume continues it
         made.remove_if_unused(
@@ -217,6 +231,7 @@ def _export(
     query_timeout: float,
     limits: SizeLimits,
     remote: tuple[str | None, tuple[str, ...]] = (None, ()),
+    snapshot: bool = False,
 ) -> ExportResult:
     tables = names
     out = sink.root if isinstance(sink, LocalSink) else sink.location
@@ -247,7 +262,10 @@ def _export(
     src = open_source(source, checked, query_timeout)
     if role:
         src.role, src.tags = role, client_tags  # type: ignore[attr-defined]  # remote sources
+    held: HeldSnapshot | None = None
     try:
+        if snapshot:  # before any row is read (planning samples rows too)
+            held = hold_snapshot(source, src, query=checked is not None)
         names = list(src.tables()) if all_tables or checked else list(dict.fromkeys(tables or ()))
         infos = {name: src.describe(name) for name in names}
         request = {
@@ -258,6 +276,7 @@ def _export(
             "max_file_size": max_file_size,
             "options": options or {},
             "query": checked.to_json() if checked is not None else None,
+            **({"snapshot": True} if snapshot else {}),
         }
         if resume:
             state.load()
@@ -311,12 +330,15 @@ def _export(
             started_at=dt.datetime.fromisoformat(state.data["started_at"]),
             finished_at=dt.datetime.now(dt.UTC),
             destination=sink.location,
+            snapshot=None if held is None else (held.id, held.taken_at),
         )
         _abort_leftover_uploads(sink, [f.name for r in results for f in r.checkpoint.files])
         write_manifest(sink, manifest)
         shutil.rmtree(state.dir, ignore_errors=True)
         return ExportResult(out, False, manifest)
     finally:
+        if held is not None:
+            held.release()
         src.close()
 
 

@@ -121,6 +121,12 @@ class ExportCreate(_Request):
         default=None, ge=1, le=2**40, description="Parquet: most bytes of rows (as read) in "
                                                   "one row group (default 16 MiB; 8 MiB "
                                                   "uncompressed).")
+    snapshot: bool = Field(
+        default=False,
+        description="Read every table in one consistent snapshot (PostgreSQL sources): "
+                    "rows changed while the export runs do not appear, and all tables agree "
+                    "at one point in time. Without it, each page is read as it is when it "
+                    "is read (docs/jobs.md, Consistency).")
     callback_url: str | None = Field(
         default=None, max_length=2048,
         description="Webhook URL notified when the export ends (https).")

@@ -61,6 +61,8 @@ class ExportArgs:
     #: remote engines (trino://): the role, and client tags besides egress-export
     role: str | None = None
     client_tags: tuple[str, ...] = ()
+    #: every table in one snapshot (not resumable: the snapshot ends with the run)
+    snapshot: bool = False
 
     def resume_argv(self, program: list[str]) -> list[str]:
         """The command that continues this export: the same options plus ``--resume``."""
@@ -127,6 +129,9 @@ def program_argv(ctx: click.Context) -> list[str]:
 
 
 def resume_text(args: ExportArgs, program: list[str]) -> str:
+    if args.snapshot:
+        return (f"  (none: a --snapshot export cannot be resumed, its snapshot ended with this "
+                f"run; delete {args.out} and run the export again)")
     lines = [f"  {shlex.join(args.resume_argv(program))}"]
     if strip_password(args.source)[1]:
         lines.append(
@@ -258,6 +263,7 @@ def _export(
         name=args.name,
         role=args.role,
         client_tags=args.client_tags,
+        snapshot=args.snapshot,
         **({} if args.max_value_size is None else {"max_value_bytes": int(args.max_value_size)}),
     )
 
@@ -332,6 +338,9 @@ def _size(n: int) -> str:
               help="CSV: egress (RFC 4180, the default) or postgres (PostgreSQL tables "
                    "only: the server writes its own CSV, as psql's \\copy … CSV does; "
                    "faster; see docs/formats.md).")
+@click.option("--snapshot", is_flag=True,
+              help="Read every table in one snapshot taken at the start (PostgreSQL, SQLite "
+                   "tables); such a run cannot be resumed, only run again.")
 @click.option("--resume", is_flag=True, help="Continue the unfinished export in --out.")
 @click.option("--progress", "progress_mode", type=click.Choice(PROGRESS_MODES),
               default="auto", show_default=True,
@@ -362,6 +371,7 @@ def export_command(
     delimiter: str | None,
     csv_dialect: str | None,
     row_group_size: Size | None,
+    snapshot: bool,
     resume: bool,
     progress_mode: str,
     progress_interval: float,
@@ -379,5 +389,6 @@ def export_command(
         delimiter=delimiter, csv_dialect=csv_dialect, quiet=quiet, row_group_size=row_group_size,
         query=query, key=key, name=name, progress=progress_mode,
         progress_interval=progress_interval, role=role, client_tags=client_tags,
+        snapshot=snapshot,
     )
     ctx.exit(run_export(args, program_argv(ctx), resume=resume))

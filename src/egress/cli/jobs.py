@@ -197,6 +197,9 @@ def jobs() -> None:
 @click.option("--mode", type=click.Choice(["direct", "unload"]), default=None,
               help="Remote engines: direct (egress writes the result; default) or unload "
                    "(Starburst's system.unload writes Parquet itself).")
+@click.option("--snapshot", is_flag=True,
+              help="Read every table in one consistent snapshot (PostgreSQL sources; "
+                   "docs/jobs.md, Consistency).")
 @click.option("--idempotency-key", help="The same key and request return the same export.")
 @json_option
 def jobs_create(
@@ -205,7 +208,7 @@ def jobs_create(
     csv_dialect: str | None, max_file_size: Size | None, part_rows: int | None,
     row_group_size: Size | None, query: str | None,
     key: tuple[str, ...], name: str | None, role: str | None, client_tags: tuple[str, ...],
-    mode: str | None, idempotency_key: str | None, as_json: bool,
+    mode: str | None, snapshot: bool, idempotency_key: str | None, as_json: bool,
 ) -> None:
     """Queue an export; prints its id."""
     settings = _settings(home)
@@ -233,6 +236,8 @@ def jobs_create(
         if fmt != "parquet":
             raise ConfigError(f"--row-group-size applies to --format parquet only, not {fmt}")
         options["row_group_size"] = int(row_group_size)
+    if snapshot:
+        options["snapshot"] = True
     request = manager.ExportRequest(
         source=source, tables=tables, all_tables=all_tables, format=fmt,
         compression=compression, destination=destination, options=options,
@@ -293,7 +298,7 @@ def _one(action: str) -> Callable[..., None]:
                 if action == "cancel":
                     export = manager.cancel_export(store, project, export_id)
                 elif action == "retry":
-                    export = manager.retry_export(store, project, export_id)
+                    export = manager.retry_export(store, project, export_id, settings)
                 else:
                     export = manager.get_export(store, project, export_id)
                 return export_view(store, export, settings)

@@ -83,6 +83,11 @@ class ExportRecord:
     expired_at: float | None = None
     #: The outputs of this cancelled or failed export were removed by the reconciler.
     cleaned_at: float | None = None
+    #: ``snapshot: true``: the exported snapshot every task reads (None until taken), the
+    #: worker whose session holds it (the coordinator) and when it was taken.
+    snapshot_id: str | None = None
+    snapshot_owner: str | None = None
+    snapshot_at: float | None = None
 
     @property
     def status(self) -> str:

@@ -80,7 +80,11 @@ def build_manifest(
     started_at: dt.datetime,
     finished_at: dt.datetime,
     destination: str,
+    snapshot: tuple[str | None, dt.datetime] | None = None,
 ) -> dict[str, Any]:
+    """``snapshot``: (id, taken at) of the one snapshot every table was read in
+    (``snapshot: true``; the id is None for SQLite's read transaction); the manifest's
+    ``snapshot`` is then ``{id, taken_at}``."""
     tables, files = [], []
     for r in results:
         table_files = []
@@ -130,6 +134,8 @@ def build_manifest(
         "destination": destination,
         "started_at": started_at.isoformat(),
         "finished_at": finished_at.isoformat(),
+        **({"snapshot": {"id": snapshot[0], "taken_at": snapshot[1].isoformat()}}
+           if snapshot is not None else {}),
         "total_rows": sum(r.checkpoint.rows for r in results),
         "total_bytes": sum(r.checkpoint.bytes for r in results),
         "tables": tables,

@@ -39,6 +39,7 @@ from egress.sources.base import Column, TableInfo
 from egress.sources.pg_copy import CopyFailed, CsvCopy, copy_query
 from egress.sources.pg_errors import connect_error, sqlstate_transient
 from egress.sources.pg_keyset import ReadPlan, keyset_query, quote_ident
+from egress.sources.pg_snapshot import LOST_SQLSTATES, set_snapshot_sql, snapshot_lost
 from egress.sources.pg_types import (
     PgMapping,
     conform,
@@ -98,6 +99,8 @@ class PostgresSource:
         self._plans: dict[str, ReadPlan] = {}
         #: each page's statement is cancelled past this (ms; 0: never): source protection
         self._page_timeout_ms = 0
+        #: ``SET TRANSACTION SNAPSHOT …`` of every read, and who holds it (use_snapshot)
+        self._snapshot: tuple[str, str, str | None] | None = None
         self._catalog_conn()
         try:
             self._adbc_conn()
@@ -148,6 +151,12 @@ class PostgresSource:
     def set_statement_timeout(self, seconds: float) -> None:
         """Cancel a page's query that runs longer than ``seconds`` (0: never)."""
         self._page_timeout_ms = max(0, round(seconds * 1000))
+
+    def use_snapshot(self, snapshot_id: str, coordinator: str | None = None) -> None:
+        """Read every page in the exported snapshot ``snapshot_id``, held by the session of
+        ``coordinator`` (sources/pg_snapshot.py); a snapshot that is gone fails the read
+        with SnapshotLostError, never a read of another snapshot."""
+        self._snapshot = (snapshot_id, set_snapshot_sql(snapshot_id), coordinator)
 
     def close(self) -> None:
         self._drop_adbc()
@@ -341,6 +350,8 @@ class PostgresSource:
         try:
             cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             self._reader = token
+            if self._snapshot is not None:  # first after BEGIN, as PostgreSQL requires
+                self._import_snapshot(cur)
             if self._page_timeout_ms:  # an int of ours, not user text
                 cur.execute(f"SET LOCAL statement_timeout = {int(self._page_timeout_ms)}")
             cur.execute(query, parameters=params)
@@ -375,6 +386,19 @@ class PostgresSource:
                 cur.close()
             if self._reader is token:
                 self._end_transaction()
+
+    def _import_snapshot(self, cur: Any) -> None:
+        assert self._snapshot is not None
+        snapshot_id, statement, coordinator = self._snapshot
+        try:
+            cur.execute(statement)
+        except adbc_driver_manager.Error as exc:
+            if getattr(exc, "sqlstate", None) not in LOST_SQLSTATES:
+                raise  # a lost connection, …: translated as any read's error
+            lines = self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
+            detail = next((ln for ln in lines if "ERROR:" in ln), lines[0])
+            raise snapshot_lost(snapshot_id, coordinator,
+                                detail.split("ERROR:", 1)[-1].strip()) from None
 
     @staticmethod
     def _connection_lost(cur: Any) -> bool:

@@ -109,6 +109,19 @@ class SqliteSource:
         self._catalog.close()
         self._conn.close()
 
+    def hold_read_transaction(self) -> None:
+        """Read every later page in one read transaction that starts now and lasts until
+        :meth:`close` (one snapshot for a one-shot run: sources/snapshots.py)."""
+        try:
+            self._conn.rollback()  # whatever the connection read before: a fresh start
+            with self._conn.cursor() as cur:  # not in autocommit: this read begins it
+                cur.execute("SELECT count(*) FROM sqlite_master")
+                cur.fetchall()
+        except (OSError, adbc_driver_manager.Error) as exc:
+            raise SourceUnavailableError(
+                f"cannot begin a read transaction on SQLite database {self.path}: {exc}"
+            ) from exc
+
     def tables(self) -> list[str]:
         rows = self._catalog.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' "

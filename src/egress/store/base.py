@@ -82,6 +82,13 @@ class WorkerStore(Protocol):
         """Any non-terminal state → failed; its queued tasks → cancelled."""
         ...
 
+    def export_snapshot_set(self, export_id: str, snapshot_id: str, owner: str) -> bool:
+        """Record the snapshot every task of the export reads (``snapshot: true``), held by
+        worker ``owner``'s coordinating session, stamped with the store's time: only if
+        none is recorded and the export is queued or running. False: another coordinator
+        won, or the export ended (the caller closes its session)."""
+        ...
+
     def export_list_finalizable(self) -> list[ExportRecord]:
         """Running exports whose tasks are all done (the manifest is still to write)."""
         ...

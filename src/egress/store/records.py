@@ -36,6 +36,9 @@ def export_record(row: sa.Row[Any]) -> ExportRecord:
         cancel_requested=bool(m["cancel_requested"]),
         expired_at=m["expired_at"],
         cleaned_at=m["cleaned_at"],
+        snapshot_id=m["snapshot_id"],
+        snapshot_owner=m["snapshot_owner"],
+        snapshot_at=m["snapshot_at"],
     )
 
 

@@ -102,6 +102,11 @@ exports = sa.Table(
     sa.Column("cleaned_at", TIME),
     #: When the files of a completed export were removed after the retention period (0004).
     sa.Column("expired_at", TIME),
+    #: ``snapshot: true`` (0011): the exported snapshot every task reads, the worker whose
+    #: session holds it, and when it was taken; all three set together, once per run.
+    sa.Column("snapshot_id", sa.String(64)),
+    sa.Column("snapshot_owner", sa.String(255)),
+    sa.Column("snapshot_at", TIME),
     sa.UniqueConstraint("project", "idempotency_key"),
     sa.CheckConstraint(in_list("state", EXPORT_STATES), name="state"),
     sa.CheckConstraint(
@@ -109,6 +114,8 @@ exports = sa.Table(
     ),
     sa.CheckConstraint("state <> 'completed' OR manifest IS NOT NULL", name="manifest"),
     sa.CheckConstraint("max_duration IS NULL OR max_duration > 0", name="max_duration"),
+    sa.CheckConstraint("(snapshot_id IS NULL) = (snapshot_owner IS NULL)"
+                       " AND (snapshot_id IS NULL) = (snapshot_at IS NULL)", name="snapshot"),
     sa.Index(None, "project", "id"),
     sa.Index(None, "state", "deadline_at"),
 )

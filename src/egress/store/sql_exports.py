@@ -251,6 +251,8 @@ class ExportOps(SqlCore):
             .values(state=sa.case((sa.or_(restart, _not_done(export_id)), "queued"),
                                   else_="running"),
                     error=None, error_detail=None, finished_at=None, cancel_requested=False,
+                    # a snapshot dies with its coordinator's session: a retry takes a new one
+                    snapshot_id=None, snapshot_owner=None, snapshot_at=None,
                     updated_at=self._now, deadline_at=self._now + exports.c.max_duration)
             .returning(*exports.c)
         )
@@ -284,6 +286,17 @@ class ExportOps(SqlCore):
             return records.export_record(row)
 
         return self._tx(run)
+
+    def export_snapshot_set(self, export_id: str, snapshot_id: str, owner: str) -> bool:
+        stmt = (
+            sa.update(exports)
+            .where(exports.c.id == export_id, exports.c.state.in_(ACTIVE),
+                   exports.c.snapshot_id.is_(None))
+            .values(snapshot_id=snapshot_id, snapshot_owner=owner, snapshot_at=self._now,
+                    updated_at=self._now)
+            .returning(exports.c.id)
+        )
+        return self._tx(lambda c: c.execute(stmt).first() is not None)
 
     def export_delete(self, project: str, export_id: str) -> bool:
         stmt = (

@@ -26,6 +26,7 @@ router = APIRouter(route_class=WebRoute, include_in_schema=False)
 MIB = 1024 * 1024
 #: Which field an error message of the API concerns, by the words it uses (first match).
 _FIELD_WORDS = (
+    ("snapshot", ("snapshot",)),
     ("max_file_size", ("max_file_size", "file size")),
     ("callback_url", ("callback", "webhook", "url")),
     ("destination", ("destination",)),
@@ -50,6 +51,8 @@ class NewExportForm:
     destination: str = "local"
     max_file_mib: str = ""
     callback_url: str = ""
+    #: read every table in one consistent snapshot (PostgreSQL sources)
+    snapshot: bool = False
 
 
 def parse_form(data: dict[str, list[str]]) -> tuple[NewExportForm, dict[str, str]]:
@@ -60,7 +63,8 @@ def parse_form(data: dict[str, list[str]]) -> tuple[NewExportForm, dict[str, str
     form = NewExportForm(source=one("source"), tables=data.get("table", []),
                          format=one("format", "csv"), compression=one("compression"),
                          destination=one("destination", "local"),
-                         max_file_mib=one("max_file_mib"), callback_url=one("callback_url"))
+                         max_file_mib=one("max_file_mib"), callback_url=one("callback_url"),
+                         snapshot=one("snapshot") == "on")
     errors: dict[str, str] = {}
     for table in form.tables:
         picked = data.get(f"columns:{table}", [])
@@ -83,7 +87,7 @@ def request_body(form: NewExportForm) -> ExportCreate:
         "source": form.source, "tables": tables or None, "format": form.format,
         "compression": form.compression or None, "destination": form.destination or "local",
         "max_file_size": int(form.max_file_mib) * MIB if form.max_file_mib else None,
-        "callback_url": form.callback_url or None})
+        "callback_url": form.callback_url or None, "snapshot": form.snapshot})
 
 
 def field_of(message: str) -> str:

@@ -55,6 +55,8 @@ def finalize_export(store: WorkerStore, settings: Settings, export_id: str) -> b
         finished_at=dt.datetime.fromtimestamp(store.now(), dt.UTC),
         # the destination's name: its location (a local path, a bucket) is the server's
         destination=export.destination,
+        snapshot=None if export.snapshot_id is None else (
+            export.snapshot_id, dt.datetime.fromtimestamp(export.snapshot_at or 0.0, dt.UTC)),
     )
     manifest["export_id"] = export.id
     manifest["project"] = export.project

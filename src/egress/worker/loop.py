@@ -51,7 +51,7 @@ class Worker:
         self.concurrency = concurrency or settings.worker.concurrency
         self.name = name or worker_name()
         self.stopping = threading.Event()
-        self.runner = TaskRunner(store, settings, self.stopping)
+        self.runner = TaskRunner(store, settings, self.stopping, name=self.name)
         self.dispatcher = Dispatcher(store, settings, name=self.name)
         #: each loop's last iteration, for /healthz (worker/health.py, worker/probes.py)
         self.health = Heartbeats()
@@ -188,6 +188,8 @@ class Worker:
         # The helpers too: none may still hold a store connection when the caller closes it.
         for t in (*slots, reconciler, poller, dispatcher):
             t.join(timeout=max(0.0, deadline - time.monotonic()))
+        # snapshot sessions end (and their exports fail) before the store is closed
+        self.runner.snapshots.close(max(0.0, deadline - time.monotonic()))
         if any(t.is_alive() for t in slots):
             log.warning("grace period over with slices still running; their leases will expire")
             return 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +33,7 @@ from egress.worker.finalize import finalize_export
 from egress.worker.lease import LeaseKeeper
 from egress.worker.remote import RemoteWork
 from egress.worker.retry import backoff_delay, is_transient, retry_reason
+from egress.worker.snapshot import WAIT_SECONDS, SnapshotCoordinators
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +49,20 @@ class TaskRunner:
         settings: Settings,
         stopping: threading.Event,
         on_event: Callable[[str, TaskRecord], None] | None = None,
+        *,
+        name: str | None = None,
     ) -> None:
         self.store, self.settings, self.stopping = store, settings, stopping
         self.on_event = on_event
         self.remote = RemoteWork(store, settings)
+        #: ``snapshot: true`` exports: the snapshot sessions this worker holds
+        self.snapshots = SnapshotCoordinators(
+            store, settings, name or f"{socket.gethostname()}:{os.getpid()}", stopping)
 
     def run(self, task: TaskRecord) -> str:
         """Run one slice of ``task`` (claimed, with its lease token). Returns the outcome:
-        requeued | done | retry | failed | lost | cancelled."""
+        requeued | done | retry | failed | lost | cancelled | waiting (for the export's
+        snapshot, worker/snapshot.py)."""
         started = time.perf_counter()
         outcome = self._run(task)
         SLICE_SECONDS.observe(time.perf_counter() - started)
@@ -72,6 +81,12 @@ class TaskRunner:
                 if export is None or export.state.terminal:
                     self.store.task_requeue(task.id, task.lease_token)
                     return "cancelled"
+                if export.options.get("snapshot"):
+                    ready = self.snapshots.snapshot_of(export)
+                    if ready is None:  # another worker is taking it: back in a moment
+                        self.store.task_requeue(task.id, task.lease_token, delay=WAIT_SECONDS)
+                        return "waiting"
+                    export = ready
                 return self._slice(task, export, lease)
             except LeaseLostError:
                 log.warning("lease lost; stopped writing", extra={"task": task.id})

@@ -117,6 +117,8 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
         options["row_group_size"] = body.row_group_size
     if select:
         options["select"] = select
+    if body.snapshot:
+        options["snapshot"] = True
     for key in ("role", "client_tags", "mode"):
         if getattr(body, key) is not None:
             options[key] = getattr(body, key)
@@ -276,7 +278,7 @@ def cancel_export(export_id: str, request: Request, principal: PrincipalDep, sto
 )
 def retry_export(export_id: str, request: Request, principal: PrincipalDep, store: StoreDep,
                  settings: SettingsDep) -> ExportPublic:
-    export = manager.retry_export(store, principal.project, export_id)
+    export = manager.retry_export(store, principal.project, export_id, settings)
     audit(request, principal, "export.retry", export_id=export.id)
     return export_public(store, settings, export)
 

@@ -1,0 +1,108 @@
+"""Exported snapshots of PostgreSQL (``snapshot: true``): the session that holds one, and
+how a read joins it.
+
+A coordinating session opens ``BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY``, calls
+``pg_export_snapshot()`` and stays open, idle in its transaction, for the life of the
+export. Every page read of every task, on any worker, then starts its own REPEATABLE
+READ transaction with ``SET TRANSACTION SNAPSHOT '<id>'`` and sees exactly what the
+coordinator saw. A snapshot lives only as long as the transaction that exported it:
+when the coordinating session ends (its worker stopped or was killed, its connection
+was lost), importing it fails with SQLSTATE 22023 "invalid snapshot identifier", and
+the export fails (:func:`snapshot_lost`) — egress never falls back to a fresh snapshot,
+which would mix two points in time in one export.
+
+While the session is held, PostgreSQL keeps every row version the snapshot may see:
+VACUUM cannot remove rows deleted or updated after it was taken (docs/jobs.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from egress.exceptions import SnapshotLostError, SourceError
+from egress.redact import redact_url, scrub, url_secrets
+from egress.sources.pg_errors import connect_error
+
+#: What ``pg_export_snapshot()`` returns (``0000000A-0000001B-1``): checked before a
+#: snapshot id taken from the store is written into a statement (it is quoted as well).
+SNAPSHOT_ID = re.compile(r"[0-9A-F]{8}-[0-9A-F]{8,16}-[0-9]{1,10}")
+#: SQLSTATEs of ``SET TRANSACTION SNAPSHOT`` when the snapshot's transaction is over
+#: (22023 invalid snapshot identifier; 55000 could not import the requested snapshot).
+LOST_SQLSTATES = ("22023", "55000")
+
+
+def check_snapshot_id(snapshot_id: str) -> str:
+    if not isinstance(snapshot_id, str) or not SNAPSHOT_ID.fullmatch(snapshot_id):
+        raise SourceError(f"not a PostgreSQL snapshot id: {snapshot_id!r} "
+                          "(expected what pg_export_snapshot() returns, like 00000003-0000001B-1)")
+    return snapshot_id
+
+
+def set_snapshot_sql(snapshot_id: str) -> str:
+    """The statement that makes a transaction read ``snapshot_id`` (checked, quoted)."""
+    literal = sql.Literal(check_snapshot_id(snapshot_id)).as_string(None)
+    return f"SET TRANSACTION SNAPSHOT {literal}"
+
+
+def snapshot_lost(snapshot_id: str, coordinator: str | None, detail: str) -> SnapshotLostError:
+    """The error of a read whose export's snapshot is gone (docs/jobs.md, "Consistency")."""
+    return SnapshotLostError(
+        f"the export's snapshot {snapshot_id} is gone: the PostgreSQL session of its "
+        f"coordinator (worker {coordinator or 'unknown'}) ended — that worker stopped or "
+        "was killed, or lost its connection to the source. A snapshot export never "
+        "continues on another snapshot; retry the export to start it over on a new one "
+        f"(PostgreSQL: {detail})"
+    )
+
+
+class SnapshotSession:
+    """One psycopg session holding an exported snapshot until :meth:`close`."""
+
+    def __init__(self, url: str) -> None:
+        from egress.sources.postgres import libpq_url  # (postgres.py imports this module)
+
+        url = libpq_url(url)
+        self._url = url
+        self._secrets = url_secrets(url)
+        try:
+            self._conn: psycopg.Connection[Any] = psycopg.connect(
+                url, autocommit=True, application_name="egress snapshot")
+        except psycopg.Error as exc:
+            raise self._error(exc) from None
+        try:
+            self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            row = self._conn.execute("SELECT pg_export_snapshot()").fetchone()
+        except psycopg.Error as exc:
+            self.close()
+            raise self._error(exc) from None
+        assert row is not None
+        self.id: str = check_snapshot_id(row[0])
+
+    def _error(self, exc: psycopg.Error) -> SourceError:
+        first = scrub(str(exc), self._secrets).strip().splitlines()
+        return connect_error(redact_url(self._url), getattr(exc, "sqlstate", None),
+                             first[0] if first else type(exc).__name__)
+
+    def alive(self) -> bool:
+        """Whether the session (and so the snapshot) still holds: one round trip."""
+        try:
+            self._conn.execute("SELECT 1").fetchone()
+        except psycopg.Error:
+            return False
+        return True
+
+    def close(self) -> None:
+        """End the transaction and the session: the snapshot can no longer be imported."""
+        with contextlib.suppress(psycopg.Error):
+            self._conn.close()
+
+    def __enter__(self) -> SnapshotSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
