@@ -195,32 +195,10 @@ def _check_select(select: Any, infos: list[TableInfo]) -> dict[str, Any]:
     return checked
 
 
-def create_export(
-    store: JobStore,
-    settings: Settings,
-    request: ExportRequest,
-    *,
-    project: str = DEFAULT_PROJECT,
-    idempotency_key: str | None = None,
-    active_cap: int | None = None,
-    created_by: str | None = None,
-    audit: AuditEntry | None = None,
-    catalog: CatalogCache | None = None,
-) -> tuple[ExportRecord, bool]:
-    """Check the request against the catalog and queue one task per table.
-
-    ``audit``: an entry stored with the export when it is created (its export id and
-    tables are filled in here), in the same transaction. ``catalog``: where to look the
-    tables up before asking the source (the API's short-lived cache).
-
-    Returns (export, created); with an idempotency key already used for the same
-    request the existing export comes back with created False. With ``active_cap``
-    the project may have at most that many exports queued or running
-    (ActiveLimitError).
-    """
-    export, created, _ = create_export_planned(
-        store, settings, request, project=project, idempotency_key=idempotency_key,
-        active_cap=active_cap, created_by=created_by, audit=audit, catalog=catalog)
+def create_export(store: JobStore, settings: Settings, request: ExportRequest,
+                  **how: Any) -> tuple[ExportRecord, bool]:
+    """(export, created) of ``create_export_planned``, which takes the same arguments."""
+    export, created, _ = create_export_planned(store, settings, request, **how)
     return export, created
 
 
@@ -236,8 +214,17 @@ def create_export_planned(
     audit: AuditEntry | None = None,
     catalog: CatalogCache | None = None,
 ) -> tuple[ExportRecord, bool, list[TaskRecord] | None]:
-    """``create_export``, and the tasks it queued (None when ``created`` is False: the
-    export is an earlier one, whose tasks are in the store)."""
+    """Check the request against the catalog and queue one task per table.
+
+    ``audit``: an entry stored with the export when it is created (its export id and
+    tables are filled in here), in the same transaction. ``catalog``: where to look the
+    tables up before asking the source (the API's short-lived cache).
+
+    Returns (export, created, tasks); with an idempotency key already used for the same
+    request the existing export comes back with created False and tasks None (they are
+    in the store). With ``active_cap`` the project may have at most that many exports
+    queued or running (ActiveLimitError).
+    """
     check_project(project)
     options = _check_options(request.options)
     unload = options.get("mode") == "unload"
