@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from egress.exceptions import SourceAccessError, SourceError, SourceUnavailableError
+from egress.redact import redact_url
 
 #: SQLSTATE classes and codes of PostgreSQL that a retry may get past: connection
 #: exceptions (08), serialization failure / deadlock (40), insufficient resources (53),
@@ -77,3 +78,14 @@ def connect_error(where: str, sqlstate: str | None, message: str) -> SourceError
     else:
         reason = message
     return SourceUnavailableError(f"cannot reach PostgreSQL at {where}: {reason}")
+
+
+def libpq_url(url: str) -> str:
+    """The URL libpq understands: ``postgresql+psycopg://`` → ``postgresql://``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.split("+", 1)[0].lower() not in ("postgresql", "postgres"):
+        raise SourceError(
+            f"not a PostgreSQL URL: {redact_url(url)!r} "
+            "(expected postgresql://user:password@host:port/database)"
+        )
+    return "postgresql://" + rest

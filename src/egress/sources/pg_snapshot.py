@@ -26,7 +26,7 @@ from psycopg import sql
 
 from egress.exceptions import SnapshotLostError, SourceError
 from egress.redact import redact_url, scrub, url_secrets
-from egress.sources.pg_errors import connect_error
+from egress.sources.pg_errors import connect_error, libpq_url
 
 #: What ``pg_export_snapshot()`` returns (``0000000A-0000001B-1``): checked before a
 #: snapshot id taken from the store is written into a statement (it is quoted as well).
@@ -64,8 +64,6 @@ class SnapshotSession:
     """One psycopg session holding an exported snapshot until :meth:`close`."""
 
     def __init__(self, url: str) -> None:
-        from egress.sources.postgres import libpq_url  # (postgres.py imports this module)
-
         url = libpq_url(url)
         self._url = url
         self._secrets = url_secrets(url)

@@ -37,7 +37,7 @@ from egress.redact import redact_url, scrub, url_secrets
 from egress.sources import pg_catalog as catalog
 from egress.sources.base import Column, TableInfo
 from egress.sources.pg_copy import CopyFailed, CsvCopy, copy_query
-from egress.sources.pg_errors import connect_error, sqlstate_transient
+from egress.sources.pg_errors import connect_error, libpq_url, sqlstate_transient
 from egress.sources.pg_keyset import ReadPlan, keyset_query, quote_ident
 from egress.sources.pg_snapshot import LOST_SQLSTATES, set_snapshot_sql, snapshot_lost
 from egress.sources.pg_types import (
@@ -62,17 +62,6 @@ SESSION_SETTINGS = (
 )
 # SQLSTATEs (and classes) after which a retry later may succeed.
 #: A type's length/precision (``varchar(20)``, ``numeric(10,2)``, ``timestamp(3)``).
-def libpq_url(url: str) -> str:
-    """The URL libpq understands: ``postgresql+psycopg://`` → ``postgresql://``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.split("+", 1)[0].lower() not in ("postgresql", "postgres"):
-        raise SourceError(
-            f"not a PostgreSQL URL: {redact_url(url)!r} "
-            "(expected postgresql://user:password@host:port/database)"
-        )
-    return "postgresql://" + rest
-
-
 @dataclass(frozen=True)
 class _Relation:
     oid: int
