@@ -27,14 +27,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from egress.config import Settings
 from egress.domain.jobs import ExportRecord, TaskState
 from egress.exceptions import SnapshotLostError
 from egress.failures import describe_failure
-from egress.sources.pg_snapshot import SnapshotSession
 from egress.store.base import WorkerStore
+
+if TYPE_CHECKING:  # psycopg loads only in a worker that coordinates a snapshot
+    from egress.sources.pg_snapshot import SnapshotSession
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,8 @@ class _Coordinator(threading.Thread):
     def run(self) -> None:
         o = self.owner
         try:
+            from egress.sources.pg_snapshot import SnapshotSession
+
             session = SnapshotSession(o.settings.source_url(self.source))
         except BaseException as exc:  # the claiming slot raises it (retried if transient)
             self.error = exc
