@@ -596,7 +596,8 @@ def main() -> int:
                         f"{workers} 'egress worker' processes" if workers else "no worker")
         if workers and args.worker_nice:
             workers_text += f" at nice {args.worker_nice}"
-        setup = (f"one API process ('egress serve{'' if args.embedded else ' --no-worker'}'), "
+        serve = "egress serve" + ("" if args.embedded else " --no-worker")
+        setup = (f"{args.api_processes} API process(es) ('{serve}'), "
                  f"{workers_text}, {args.store} store, {args.client} client; "
                  f"{args.create_share:.0%} create")
         ok = report(results, measured_from, args.rate, args.seconds, setup)
