@@ -133,13 +133,16 @@ def test_serve_processes_share_the_port_and_stop_together(home: Path):
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
         # answers on keep-alive connections come at once (TCP_NODELAY on the shared
-        # socket's connections; without it each waited ~40 ms for a delayed ACK)
+        # socket's connections; without it each waited ~40 ms for a delayed ACK): the
+        # fastest of 20 answers tells, whatever the load (a loaded machine slows some)
         with httpx.Client(base_url=base) as client:
             client.get("/healthz")
-            started = time.monotonic()
+            took = []
             for _ in range(20):
+                started = time.monotonic()
                 assert client.get("/healthz").status_code == 200
-            assert time.monotonic() - started < 0.8  # 20 × 40 ms = 0.8 s
+                took.append(time.monotonic() - started)
+            assert min(took) < 0.03, took
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         for child in children:
