@@ -95,7 +95,14 @@ class SnapshotSession:
         return True
 
     def close(self) -> None:
-        """End the transaction and the session: the snapshot can no longer be imported."""
+        """End the transaction and the session: the snapshot can no longer be imported.
+
+        The ROLLBACK ends the exporting transaction before this returns; closing the
+        socket alone leaves the server's backend to end it a moment later, during which
+        an import of the snapshot still succeeds."""
+        with contextlib.suppress(psycopg.Error):
+            if not self._conn.closed:
+                self._conn.execute("ROLLBACK")
         with contextlib.suppress(psycopg.Error):
             self._conn.close()
 
