@@ -56,6 +56,25 @@ def running_tasks(export_id: Any) -> sa.Exists:
                              tasks.c.state.in_(("running", "submitted")))
 
 
+#: The conditions of a fenced statement, the task and token bound at execution
+#: (``p_task``, ``p_token``): it touches the task only while that token holds its lease.
+FENCE = (tasks.c.id == sa.bindparam("p_task"), tasks.c.lease_token == sa.bindparam("p_token"),
+         tasks.c.state == "running")
+# The end of a lease on the lease log. The lease is cleared by then: its holder is on
+# the log's claim row. Built once: statements are built and compiled on every call
+# otherwise, which cost the workers more client CPU than the database spent on them.
+_LOG_END = task_events.insert().values(
+    task_id=sa.bindparam("p_task"), export_id=sa.bindparam("p_export"),
+    kind=sa.bindparam("p_kind"), lease_token=sa.bindparam("p_token"),
+    worker=(sa.select(task_events.c.worker)
+            .where(task_events.c.task_id == sa.bindparam("p_task"),
+                   task_events.c.lease_token == sa.bindparam("p_token"),
+                   task_events.c.kind == "claim")
+            .limit(1).scalar_subquery()),
+    at=sa.bindparam("p_at", type_=sa.Double),
+)
+
+
 class SqlCore:
     def __init__(self, url: str, **engine_kwargs: Any) -> None:
         # SQLite has one writer at a time: the threads and processes of egress queue for
@@ -73,6 +92,15 @@ class SqlCore:
         )
         self._now = sa.literal_column(now_sql(self.dialect), sa.Double)
         self._token = sa.literal_column(token_sql(self.dialect), sa.String)
+        # A dead export stops asking its tasks to stop once none of them runs:
+        # cancel_requested False on a cancelled/failed export = its outputs may go.
+        self._settle_stmt = (
+            sa.update(exports)
+            .where(exports.c.id == sa.bindparam("p_export"),
+                   exports.c.cancel_requested.is_(True),
+                   ~running_tasks(sa.bindparam("p_export")))
+            .values(cancel_requested=False, updated_at=self._now)
+        )
         self._insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         #: claim statements by (worker, lease seconds, project cap, limit, source limits):
         #: see task_claim
@@ -172,28 +200,11 @@ class SqlCore:
         self, conn: Connection, task_id: str, token: str, kind: str, row: sa.Row[Any]
     ) -> None:
         """Log the end of a lease (``row``: the task's export_id and updated_at)."""
-        # The lease is cleared by now: its holder is on the lease log's claim row.
-        holder = (
-            sa.select(task_events.c.worker)
-            .where(task_events.c.task_id == task_id, task_events.c.lease_token == token,
-                   task_events.c.kind == "claim")
-            .limit(1)
-            .scalar_subquery()
-        )
-        conn.execute(task_events.insert().values(
-            task_id=task_id, export_id=row.export_id, kind=kind, lease_token=token,
-            worker=holder, at=row.updated_at,
-        ))
+        conn.execute(_LOG_END, {"p_task": task_id, "p_token": token, "p_kind": kind,
+                                "p_export": row.export_id, "p_at": row.updated_at})
 
     def _settle(self, conn: Connection, export_id: str) -> None:
-        # A dead export stops asking its tasks to stop once none of them runs:
-        # cancel_requested False on a cancelled/failed export = its outputs may go.
-        conn.execute(
-            sa.update(exports)
-            .where(exports.c.id == export_id, exports.c.cancel_requested.is_(True),
-                   ~running_tasks(export_id))
-            .values(cancel_requested=False, updated_at=self._now)
-        )
+        conn.execute(self._settle_stmt, {"p_export": export_id})
 
     def _back_to_queue(self) -> sa.Case[Any]:
         # A task let go while its export is cancelled or failed is not queued again.
@@ -209,14 +220,20 @@ class SqlCore:
 
     def _end_lease(self, task_id: str, token: str, kind: str, **values: Any) -> bool:
         stmt = (
-            self._fenced(task_id, token)
+            sa.update(tasks).where(*FENCE)
             .values(lease_owner=None, lease_token=None, lease_expires_at=None,
                     updated_at=self._now, **values)
             .returning(tasks.c.export_id, tasks.c.state, tasks.c.updated_at)
         )
+        return self._end_lease_with(stmt, task_id, token, kind)
+
+    def _end_lease_with(self, stmt: sa.Update, task_id: str, token: str, kind: str) -> bool:
+        """End the lease with ``stmt`` (fenced by FENCE, returning the export id, state and
+        updated_at), log it and settle the export, in one transaction."""
+        params = {"p_task": task_id, "p_token": token}
 
         def run(conn: Connection) -> bool:
-            row = conn.execute(stmt).first()
+            row = conn.execute(stmt, params).first()
             if row is None:
                 return False
             self._log_end(conn, task_id, token, "cancel" if row.state == "cancelled"

@@ -200,18 +200,24 @@ class ExportOps(SqlCore):
             query = query.where(exports.c.id < before_id)
         return self._read_exports(query.order_by(exports.c.id.desc()).limit(limit))
 
-    def export_complete(self, export_id: str, manifest: dict[str, Any]) -> bool:
-        stmt = (
+    @functools.cached_property
+    def _export_complete(self) -> sa.Update:
+        export_id: sa.BindParameter[str] = sa.bindparam("p_export")
+        return (
             sa.update(exports)
             .where(exports.c.id == export_id, exports.c.state == "running",
                    ~_not_done(export_id))
-            .values(state="completed", manifest=manifest, finished_at=self._now,
-                    updated_at=self._now)
+            .values(state="completed",
+                    manifest=sa.bindparam("p_manifest", type_=exports.c.manifest.type),
+                    finished_at=self._now, updated_at=self._now)
             .returning(*exports.c)
         )
 
+    def export_complete(self, export_id: str, manifest: dict[str, Any]) -> bool:
+        stmt, params = self._export_complete, {"p_export": export_id, "p_manifest": manifest}
+
         def run(conn: Connection) -> bool:
-            row = conn.execute(stmt).first()
+            row = conn.execute(stmt, params).first()
             if row is not None:
                 self._outbox(conn, row, "export.completed")
             return row is not None

@@ -7,6 +7,8 @@ holds a running task (``_fenced``); zero rows means the lease is lost: False.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,13 +19,63 @@ from egress.failures import public_and_detail
 from egress.store import records
 from egress.store.base import LeaseEvent
 from egress.store.claim import CLAIM_LOCK, claim_statement
-from egress.store.core import DEAD, SqlCore
+from egress.store.core import DEAD, FENCE, SqlCore
 from egress.store.schema import exports, task_events, tasks
 
 _CLAIM_LOCK = sa.select(sa.func.pg_advisory_xact_lock(CLAIM_LOCK))
 #: An export's tasks in order (the export id bound at execution).
 _TASKS_OF_EXPORT = (sa.select(tasks).where(tasks.c.export_id == sa.bindparam("export_id"))
                     .order_by(tasks.c.seq))
+_TASK_BY_ID = sa.select(tasks).where(tasks.c.id == sa.bindparam("p_task"))
+
+
+@dataclass(frozen=True)
+class _WorkerStatements:
+    """The statements a worker runs for every part and every task, built once per store
+    with their values bound at execution (the clock is the store's dialect's): building
+    and compiling them on every call cost the workers more client CPU than the
+    database spent running them (bench/worker_store_cpu.py)."""
+
+    lease_held: sa.Select[Any]
+    heartbeat: sa.Update
+    commit: sa.Update
+    commit_with_spec: sa.Update
+    finish: sa.Update
+
+    @classmethod
+    def build(cls, now: sa.ColumnElement[float]) -> _WorkerStatements:
+        stop = (
+            sa.select(sa.or_(exports.c.cancel_requested.is_(True), exports.c.state.in_(DEAD)))
+            .where(exports.c.id == tasks.c.export_id)
+            .correlate(tasks)
+            .scalar_subquery()
+        )
+        fenced = sa.update(tasks).where(*FENCE)
+        commit_values: dict[str, Any] = {
+            "checkpoint": sa.bindparam("p_checkpoint", type_=tasks.c.checkpoint.type),
+            "rows": sa.bindparam("p_rows", type_=sa.BigInteger),
+            "bytes": sa.bindparam("p_bytes", type_=sa.BigInteger),
+            "updated_at": now,
+            # progress (a part committed: more bytes) ends a streak of failures
+            "attempts": sa.case((tasks.c.bytes != sa.bindparam("p_bytes"), 0),
+                                else_=tasks.c.attempts),
+        }
+        commit_returning = (tasks.c.export_id, tasks.c.lease_owner, tasks.c.updated_at)
+        return cls(
+            lease_held=sa.select(tasks.c.id).where(*FENCE, tasks.c.lease_expires_at > now),
+            heartbeat=fenced.values(
+                lease_expires_at=now + sa.bindparam("p_lease", type_=sa.Double),
+                updated_at=now,
+            ).returning(tasks.c.lease_expires_at, stop.label("stop")),
+            commit=fenced.values(**commit_values).returning(*commit_returning),
+            commit_with_spec=fenced.values(
+                **commit_values, spec=sa.bindparam("p_spec", type_=tasks.c.spec.type),
+            ).returning(*commit_returning),
+            finish=fenced.values(
+                lease_owner=None, lease_token=None, lease_expires_at=None, updated_at=now,
+                state="done", error=None,
+            ).returning(tasks.c.export_id, tasks.c.state, tasks.c.updated_at),
+        )
 
 
 class TaskOps(SqlCore):
@@ -33,16 +85,18 @@ class TaskOps(SqlCore):
         rows = self._tx(lambda c: c.execute(_TASKS_OF_EXPORT, params).all(), read_only=True)
         return [records.task_record(r) for r in rows]
 
+    @cached_property
+    def _worker_statements(self) -> _WorkerStatements:
+        return _WorkerStatements.build(self._now)
+
     def task_get(self, task_id: str) -> TaskRecord | None:
-        query = sa.select(tasks).where(tasks.c.id == task_id)
-        row = self._tx(lambda c: c.execute(query).first(), read_only=True)
+        params = {"p_task": task_id}
+        row = self._tx(lambda c: c.execute(_TASK_BY_ID, params).first(), read_only=True)
         return records.task_record(row) if row is not None else None
 
     def task_lease_held(self, task_id: str, token: str) -> bool:
-        query = sa.select(tasks.c.id).where(
-            tasks.c.id == task_id, tasks.c.lease_token == token, tasks.c.state == "running",
-            tasks.c.lease_expires_at > self._now)
-        return self._tx(lambda c: c.execute(query).first(), read_only=True) is not None
+        query, params = self._worker_statements.lease_held, {"p_task": task_id, "p_token": token}
+        return self._tx(lambda c: c.execute(query, params).first(), read_only=True) is not None
 
     def task_claim(
         self, worker: str, *, lease_seconds: float, project_cap: int, limit: int = 1,
@@ -96,19 +150,9 @@ class TaskOps(SqlCore):
         return self._tx(run)
 
     def task_heartbeat(self, task_id: str, token: str, lease_seconds: float) -> Heartbeat:
-        stop = (
-            sa.select(sa.or_(exports.c.cancel_requested.is_(True), exports.c.state.in_(DEAD)))
-            .where(exports.c.id == tasks.c.export_id)
-            .correlate(tasks)
-            .scalar_subquery()
-        )
-        stmt = (
-            self._fenced(task_id, token)
-            .values(lease_expires_at=self._seconds(lease_seconds),
-                    updated_at=self._now)
-            .returning(tasks.c.lease_expires_at, stop.label("stop"))
-        )
-        row = self._tx(lambda c: c.execute(stmt).first())
+        stmt = self._worker_statements.heartbeat
+        params = {"p_task": task_id, "p_token": token, "p_lease": float(lease_seconds)}
+        row = self._tx(lambda c: c.execute(stmt, params).first())
         if row is None:
             return Heartbeat(alive=False)
         return Heartbeat(alive=True, cancel_requested=bool(row.stop),
@@ -124,17 +168,15 @@ class TaskOps(SqlCore):
         bytes: int,
         spec: dict[str, Any] | None = None,
     ) -> bool:
-        values: dict[str, Any] = {
-            "checkpoint": checkpoint, "rows": rows, "bytes": bytes, "updated_at": self._now,
-            # progress (a part committed: more bytes) ends a streak of failures
-            "attempts": sa.case((tasks.c.bytes != bytes, 0), else_=tasks.c.attempts)}
+        statements = self._worker_statements
+        params: dict[str, Any] = {"p_task": task_id, "p_token": token,
+                                  "p_checkpoint": checkpoint, "p_rows": rows, "p_bytes": bytes}
+        stmt = statements.commit
         if spec is not None:
-            values["spec"] = spec
-        stmt = (self._fenced(task_id, token).values(**values)
-                .returning(tasks.c.export_id, tasks.c.lease_owner, tasks.c.updated_at))
+            stmt, params["p_spec"] = statements.commit_with_spec, spec
 
         def run(conn: Connection) -> bool:
-            row = conn.execute(stmt).first()
+            row = conn.execute(stmt, params).first()
             if row is None:
                 return False
             self._events(conn, [{"task_id": task_id, "export_id": row.export_id,
@@ -163,7 +205,7 @@ class TaskOps(SqlCore):
         )
 
     def task_finish(self, task_id: str, token: str) -> bool:
-        return self._end_lease(task_id, token, "finish", state="done", error=None)
+        return self._end_lease_with(self._worker_statements.finish, task_id, token, "finish")
 
     def task_fail(self, task_id: str, token: str, error: str) -> bool:
         public, detail = public_and_detail(error)
