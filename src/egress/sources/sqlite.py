@@ -215,16 +215,8 @@ class SqliteSource:
         """Boundaries of ``count`` key ranges of ``table`` with about equal rows: raw
         values of its first key column (engine/split.py; sources/sqlite_split.py)."""
         plan = self._plan(table)
-        quoted = quote_ident(table.name)
-        rowid: str | None
         try:
-            rowid = self._rowid_name(table.name, table.column_names)
-            self._catalog.execute(f"SELECT {rowid} FROM {quoted} LIMIT 0")
-        except (sqlite3.Error, NoUsableKeyError):  # WITHOUT ROWID, or a hidden rowid
-            rowid = None
-        try:
-            return split_points(self._catalog, quoted, plan.key_sql[0], rowid,
-                                table.row_estimate or 0, count)
+            return split_points(self._catalog, quote_ident(table.name), plan.key_sql[0], count)
         except sqlite3.Error as exc:
             raise _translate(exc, table) from exc
 
