@@ -4,11 +4,7 @@ by row, every key exactly once; ``egress jobs show`` and the view list the range
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import random
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -21,67 +17,12 @@ from egress.export_view import export_view
 from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
 from jobsharness import drain_with_workers, write_home
+from splitharness import pg_source, rows_of, sqlite_source
 
 WORKER = {"concurrency": 1, "heartbeat_seconds": 0.3, "reconcile_seconds": 0.3,
           "poll_seconds": 0.1, "backoff_seconds": 0.2, "max_attempts": 20,
           "slice_seconds": 1.0}
-ROWS = 30_000
-
-
-def skewed_ids(n: int, seed: int) -> list[int]:
-    """Distinct ids: four fifths packed in [1, n], the rest spread up to 10^12."""
-    rng = random.Random(seed)
-    dense = list(range(1, n * 4 // 5 + 1))
-    sparse: set[int] = set()
-    while len(sparse) < n - len(dense):
-        sparse.add(rng.randrange(n * 10, 10**12))
-    return dense + sorted(sparse)
-
-
-def sqlite_source(path: Path, seed: int = 3) -> str:
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT, amount REAL, "
-                  "at DATETIME)")
-    rows = [(i, f"k{i % 7}, \"q\"", (i % 1000) / 8, f"2024-01-01 00:00:{i % 60:02d}")
-            for i in skewed_ids(ROWS, seed)]
-    conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows)
-    conn.commit()
-    conn.close()
-    return f"sqlite:///{path}"
-
-
-def pg_source(pg_server: Any, name: str) -> str:
-    import psycopg
-
-    url = pg_server.create_database(name)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE events (id bigint PRIMARY KEY, kind text, amount numeric, "
-                     "at timestamptz NOT NULL)")
-        with conn.cursor().copy("COPY events FROM STDIN") as copy:
-            for i in skewed_ids(ROWS, 5):
-                copy.write_row((i, f"k{i % 7}", i % 1000, "2024-01-01 00:00:00+00"))
-        # a timestamp key, skewed: most rows in the first hour of a year
-        conn.execute("CREATE TABLE stamps (at timestamptz PRIMARY KEY, n int)")
-        conn.execute("INSERT INTO stamps SELECT timestamptz '2024-01-01 00:00:00+00' + "
-                     "(CASE WHEN g % 5 = 0 THEN g * interval '17 minutes' "
-                     "ELSE g * interval '1 millisecond' END), g FROM generate_series(1, 20000) g")
-        conn.execute("ANALYZE")
-    return url
-
-
-def rows_of(root: Path, names: list[str], fmt: str) -> list[tuple[Any, ...]]:
-    out: list[tuple[Any, ...]] = []
-    for name in names:
-        data = (root / name).read_bytes()
-        if fmt == "csv":
-            out += [tuple(r) for r in list(csv.reader(io.StringIO(data.decode())))[1:]]
-        elif fmt == "jsonl":
-            out += [tuple(json.loads(line).items()) for line in data.decode().splitlines()]
-        else:
-            import pyarrow.parquet as pq
-
-            out += [tuple(r.items()) for r in pq.read_table(root / name).to_pylist()]
-    return out
+ROWS = 30_000  # splitharness's default
 
 
 def run_split_and_whole(tmp_path: Path, source: str, table: str, fmt: str,
@@ -150,3 +91,51 @@ def test_postgres_split_export_equals_the_unsplit_rows(tmp_path: Path, pg_server
     store_url = pg_server.create_database(f"split_store_{suffix}")
     settings, split, whole, _ = run_split_and_whole(tmp_path, source, table, fmt, store_url)
     check_same_rows(settings, split, whole, fmt)
+
+
+@pytest.mark.postgres
+def test_postgres_sampled_boundaries_and_filtered_ranges(tmp_path: Path, pg_server: Any,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table above EXACT_UNTIL is sampled (TABLESAMPLE SYSTEM, REPEATABLE: one plan);
+    a range read with filters binds its bounds as parameters; every row once."""
+    import dataclasses
+
+    from egress.domain.predicate import Condition, Predicate
+    from egress.engine.split import plan_ranges
+    from egress.sources import pg_split
+    from egress.sources.postgres import PostgresSource
+
+    monkeypatch.setattr(pg_split, "EXACT_UNTIL", 1000)
+    monkeypatch.setattr(pg_split, "SAMPLE_ROWS", 10_000)
+    suffix = random.Random(str(tmp_path)).randrange(10**9)
+    source = PostgresSource(pg_source(pg_server, f"split_sample_{suffix}"))
+    try:
+        info = source.describe("events")
+        assert pg_split.split_query('"public"."events"', '"id"', info.row_estimate)[1]
+        ranges = plan_ranges(source, info, 4, 10)
+        assert ranges is not None and len(ranges) == 4
+        assert plan_ranges(source, info, 4, 10) == ranges  # REPEATABLE: the same plan
+
+        def read(predicate: Predicate | None) -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            after = None
+            while True:
+                page = [r for b in source.read(info, after, 4000, predicate=predicate)
+                        for r in b.to_pylist()]
+                if not page:
+                    return out
+                out += page
+                after = (page[-1]["id"],)
+
+        whole = read(None)
+        parts = [read(Predicate((), r)) for r in ranges]
+        assert [r for p in parts for r in p] == whole
+        sizes = [len(p) for p in parts]
+        assert max(sizes) <= 2 * min(sizes), sizes  # a sample of pages, still balanced
+        kind = Condition("kind", "=", "k3")
+        filtered = [read(Predicate((kind,), r)) for r in ranges]  # the parameter path
+        assert [r for p in filtered for r in p] == [r for r in whole if r["kind"] == "k3"]
+        open_both = dataclasses.replace(ranges[1], lo=None, hi=None)
+        assert read(Predicate((), open_both)) == whole
+    finally:
+        source.close()
