@@ -139,3 +139,22 @@ def test_postgres_sampled_boundaries_and_filtered_ranges(tmp_path: Path, pg_serv
         assert read(Predicate((), open_both)) == whole
     finally:
         source.close()
+
+
+def test_cli_jobs_create_split(tmp_path: Path) -> None:
+    source = sqlite_source(tmp_path / "source.db", rows=3000)
+    settings = write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 'home' / 's.db'}",
+                          sources={"main": source}, worker=WORKER)
+    home = str(settings.home)
+    runner = CliRunner()
+    assert runner.invoke(main, ["migrate", "--home", home]).exit_code == 0
+    made = runner.invoke(main, ["jobs", "create", "--home", home, "--source", "main",
+                                "--table", "events", "--split", "2", "--json"])
+    assert made.exit_code == 0, made.output
+    bad = runner.invoke(main, ["jobs", "create", "--home", home, "--source", "main",
+                               "--table", "events", "--split", "1"])
+    assert bad.exit_code != 0 and "integer from 2 to 64" in bad.output, bad.output
+    query = runner.invoke(main, ["jobs", "create", "--home", home, "--source", "main",
+                                 "--query", "SELECT id FROM events", "--key", "id",
+                                 "--split", "auto"])
+    assert query.exit_code != 0 and "not to a query" in query.output, query.output
