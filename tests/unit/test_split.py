@@ -182,3 +182,16 @@ def test_tables_too_small_or_empty_are_not_split(source: SqliteSource) -> None:
     assert plan_ranges(source, source.describe("one"), "auto", 10) is None  # under split_rows
     one = plan_ranges(source, source.describe("one"), 4, 10)
     assert one is None or len(one) <= 2
+
+
+def test_a_one_shot_export_refuses_split(tmp_path: Path) -> None:
+    import egress
+
+    path = tmp_path / "s.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(ConfigError, match=r"split needs workers.*jobs create --split"):
+        egress.export(f"sqlite:///{path}", ["t"], to=tmp_path / "out", options={"split": 4})
+    assert not (tmp_path / "out").exists()
