@@ -195,3 +195,33 @@ def test_a_one_shot_export_refuses_split(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"split needs workers.*jobs create --split"):
         egress.export(f"sqlite:///{path}", ["t"], to=tmp_path / "out", options={"split": 4})
     assert not (tmp_path / "out").exists()
+
+
+def test_postgres_range_bounds_keep_the_copy_fast_path_and_bind_otherwise() -> None:
+    """Unfiltered: the bounds are literals like the cursor (no parameter: the driver
+    streams a binary COPY); with a filter, they are parameters cast to the key's type."""
+    import pyarrow as pa
+
+    from egress.domain.predicate import Condition
+    from egress.sources.base import Column, TableInfo
+    from egress.sources.pg_keyset import ReadPlan, keyset_query
+    from egress.sources.pg_types import PgMapping
+
+    info = TableInfo("t", (Column("at", "timestamp with time zone", pa.timestamp("us", "UTC")),
+                           Column("k", "text", pa.string())), key_columns=("at",))
+    plan = ReadPlan('"public"."t"', (PgMapping(pa.timestamp("us", "UTC")),
+                                     PgMapping(pa.string())), ("timestamp with time zone",))
+    bounds = KeyRange(1, 3, "at", "2024-01-01 00:00:00+00", "2024-02-01 00:00:00+00")
+
+    def literal(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    fast = keyset_query(info, plan, None, 100, Predicate((), bounds), [], literal)
+    assert "$" not in fast
+    assert ("t.\"at\" > CAST('2024-01-01 00:00:00+00' AS timestamp with time zone) AND "
+            "t.\"at\" <= CAST('2024-02-01 00:00:00+00' AS timestamp with time zone)") in fast
+    params: list[object] = []
+    bound = keyset_query(info, plan, ("2024-01-05 00:00:00+00",), 100,
+                         Predicate((Condition("k", "=", "x"),), bounds), params)
+    assert params == ["2024-01-01 00:00:00+00", "2024-02-01 00:00:00+00", "x"]
+    assert "CAST($2::text AS timestamp with time zone)" in bound and "LIMIT $5" in bound

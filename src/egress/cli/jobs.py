@@ -291,7 +291,7 @@ def jobs_ls(home: str | None, project: str, status: tuple[str, ...], limit: int,
         click.echo(json.dumps([v.to_json() for v in views], indent=2))
         return
     for v in views:
-        tables = ",".join(t.table for t in v.tables)
+        tables = ",".join(dict.fromkeys(t.table for t in v.tables))  # a split table once
         click.echo(f"{v.id}  {v.status:<9}  {v.rows:>12,} rows  {v.format:<7} {tables}")
 
 
