@@ -26,7 +26,7 @@ ROWS = 30_000  # splitharness's default
 
 
 def run_split_and_whole(tmp_path: Path, source: str, table: str, fmt: str,
-                        store_url: str | None = None) -> tuple[Any, ...]:
+                        store_url: str | None = None, **options: Any) -> tuple[Any, ...]:
     settings = write_home(tmp_path / "home",
                           store_url=store_url or f"sqlite:///{tmp_path / 'home' / 'egress.db'}",
                           sources={"main": source}, worker=WORKER)
@@ -35,7 +35,7 @@ def run_split_and_whole(tmp_path: Path, source: str, table: str, fmt: str,
         store.migrate()
         split, _ = create_export(store, settings, ExportRequest(
             source="main", tables=(table,), format=fmt,
-            options={"split": 4, "part_rows": 1500}))
+            options={"split": 4, "part_rows": 1500, **options}))
         whole, _ = create_export(store, settings, ExportRequest(
             source="main", tables=(table,), format=fmt, options={"part_rows": 1500}))
         tasks = store.task_list(split.id)
@@ -83,14 +83,19 @@ def test_sqlite_split_export_equals_the_unsplit_rows(tmp_path: Path, fmt: str) -
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("table,fmt", [("events", "jsonl"), ("stamps", "csv")])
+@pytest.mark.parametrize("table,fmt,snapshot", [("events", "jsonl", False),
+                                                ("stamps", "csv", False),
+                                                ("events", "csv", True)])
 def test_postgres_split_export_equals_the_unsplit_rows(tmp_path: Path, pg_server: Any,
-                                                       table: str, fmt: str) -> None:
+                                                       table: str, fmt: str,
+                                                       snapshot: bool) -> None:
     suffix = random.Random(str(tmp_path)).randrange(10**9)
     source = pg_source(pg_server, f"split_src_{suffix}")
     store_url = pg_server.create_database(f"split_store_{suffix}")
-    settings, split, whole, _ = run_split_and_whole(tmp_path, source, table, fmt, store_url)
+    settings, split, whole, _ = run_split_and_whole(
+        tmp_path, source, table, fmt, store_url, **({"snapshot": True} if snapshot else {}))
     check_same_rows(settings, split, whole, fmt)
+    assert ("snapshot" in split.manifest) is snapshot  # every range read in one snapshot
 
 
 @pytest.mark.postgres
