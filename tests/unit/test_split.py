@@ -54,6 +54,9 @@ def source(tmp_path: Path) -> Iterator[SqliteSource]:
     conn.executemany("INSERT INTO stamps VALUES (?, ?)",
                      [((start + dt.timedelta(seconds=i * i)).isoformat(sep=" "), i)
                       for i in range(2000)])
+    conn.execute("CREATE TABLE nopk (v TEXT)")  # read by rowid
+    conn.executemany("INSERT INTO nopk (rowid, v) VALUES (?, ?)",
+                     [(k, f"v{k}") for k in _skewed_keys(3000, seed=9)])
     conn.execute("CREATE TABLE one (id INTEGER PRIMARY KEY)")
     conn.execute("INSERT INTO one VALUES (1)")
     conn.execute("CREATE TABLE empty (id INTEGER PRIMARY KEY)")
@@ -162,7 +165,7 @@ def test_range_files_sort_in_key_order() -> None:
 
 
 @pytest.mark.parametrize("table,count", [("skewed", 4), ("words", 5), ("pair", 3),
-                                         ("stamps", 4)])
+                                         ("stamps", 4), ("nopk", 4)])
 def test_sqlite_ranges_are_disjoint_complete_in_order_and_balanced(
         source: SqliteSource, table: str, count: int) -> None:
     info = source.describe(table)
