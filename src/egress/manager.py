@@ -60,8 +60,8 @@ EXPORT_OPTIONS = {
     "query": 'a read-only query instead of tables: {"sql": "SELECT …", "key": ["id"], '
              '"name": "query"} (the key: unique, NOT NULL result columns)',
     "split": "N (2-64), \"auto\" or false: read each table as N key ranges by as many "
-             "workers at once, each range its own numbered files (SQLite and PostgreSQL "
-             "tables; docs/jobs.md, Splitting a big table)",
+             "workers at once, each range its own numbered files (SQLite, PostgreSQL "
+             "and DuckDB tables; docs/jobs.md, Splitting a big table)",
 }
 
 
