@@ -74,12 +74,16 @@ def test_split_export_with_kills_is_byte_identical(tmp_path: Path, pg_server: An
                 procs[victim] = start_worker(settings.home, log)
                 kills += 1
             while not all_terminal(store, [killed.id]):
-                assert time.monotonic() < deadline, f"export not done after {kills} kills"
+                assert time.monotonic() < deadline, (
+                    f"export not done after {kills} kills: {log.read_text()[-3000:]}")
                 time.sleep(0.3)
         finally:
             for p in procs:
                 stop(p)
         assert kills >= 3, f"only {kills} kills happened before the export finished"
+        state = store.export_get(None, killed.id)
+        assert state.state is ExportState.COMPLETED, (state.error_detail,
+                                                      log.read_text()[-3000:])
 
         calm, whole = create({"split": 4}), create({})
         drain_with_workers(settings.home, 3, log, timeout=80)
@@ -88,7 +92,9 @@ def test_split_export_with_kills_is_byte_identical(tmp_path: Path, pg_server: An
             assert e.state is ExportState.COMPLETED, e.error_detail
         ranges = [[t.key_range for t in store.task_list(e.id)] for e in (killed, calm)]
         assert ranges[0] == ranges[1]  # one table, one plan
-        assert export_outputs(settings, killed) == export_outputs(settings, calm)
+        outputs = export_outputs(settings, killed), export_outputs(settings, calm)
+        assert outputs[0] == outputs[1], (outputs, [t.checkpoint for t in store.task_list(
+            killed.id)])
         names = [f["name"] for f in killed.manifest["files"]]
         got = rows_of(export_root(settings, killed), names, fmt)
         want = rows_of(export_root(settings, whole), [f["name"] for f in whole.manifest["files"]],
