@@ -50,8 +50,11 @@ def test_split_export_with_kills_is_byte_identical(tmp_path: Path, pg_server: An
         suffix = rng.randrange(10**9)
         source = pg_source(pg_server, f"split_kill_src_{suffix}", rows=ROWS)
         store_url = pg_server.create_database(f"split_kill_store_{suffix}")
+    # each reading worker at most 20k rows/s: the killed run lasts several seconds on any
+    # machine, so the kills land while ranges run (a fast machine once finished first)
     settings = write_home(tmp_path / "home", store_url=store_url, sources={"main": source},
-                          worker=WORKER)
+                          worker=WORKER,
+                          source_limits={"main": {"max_rows_per_second": 20_000}})
     store = SqlJobStore(store_url)
     try:
         store.migrate()
