@@ -143,6 +143,10 @@ class ExportDefaults:
     max_value_bytes: int = 64 * 1024 * 1024
     #: Most bytes the rows of one part may hold as read (see max_value_bytes).
     max_page_bytes: int = 1024 * 1024 * 1024
+    #: ``split: auto`` plans a table with more estimated rows than this as several tasks
+    #: over key ranges, one per this many rows (at most 64; docs/jobs.md, "Splitting a
+    #: big table"). Tables are not split unless an export asks (``split``).
+    split_rows: int = 10_000_000
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from egress.config import Settings
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord
 from egress.domain.progress import ExportProgress, TaskProgress, retry_notice, shown_task_state
+from egress.domain.ranges import KeyRange
 from egress.manager import export_root
 from egress.store.base import JobStore
 
@@ -39,6 +40,8 @@ class TableView:
     #: (a restart from nothing, an unload that fell back to direct)
     query_id: str | None = None
     note: str | None = None
+    #: a range task of a split table: KeyRange.public() (its place, column and bounds)
+    key_range: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -130,8 +133,13 @@ def _tables(export: ExportRecord, tasks: Sequence[TaskRecord | TaskProgress]
         TableView(table=t.table, status=shown_task_state(export.state, t.state), rows=t.rows,
                   rows_estimate=t.rows_estimate, bytes=t.bytes, attempts=t.attempts,
                   failures=t.failures, error=t.error, query_id=getattr(t, "query_id", None),
-                  note=getattr(t, "remote_note", None))
+                  note=getattr(t, "remote_note", None), key_range=_key_range(t))
         for t in tasks)
+
+
+def _key_range(task: TaskRecord | TaskProgress) -> dict[str, Any] | None:
+    key_range = KeyRange.from_json(getattr(task, "key_range", None))
+    return key_range.public() if key_range is not None else None
 
 
 def _view(export: ExportRecord, tables: tuple[TableView, ...],

@@ -21,9 +21,11 @@ from egress.domain.access import AuditEntry
 from egress.domain.checkpoint import Checkpoint
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
+from egress.domain.ranges import KeyRange, check_split
 from egress.engine.copied import check_server_csv
 from egress.engine.manifest import MANIFEST, SUCCESS
 from egress.engine.selection import check_selection
+from egress.engine.split import check_split_export, plan_ranges
 from egress.exceptions import ConfigError, NotFoundError
 from egress.formats import resolve_compression
 from egress.formats.csv import DIALECTS as CSV_DIALECTS
@@ -57,6 +59,9 @@ EXPORT_OPTIONS = {
                 "docs/jobs.md, Consistency)",
     "query": 'a read-only query instead of tables: {"sql": "SELECT …", "key": ["id"], '
              '"name": "query"} (the key: unique, NOT NULL result columns)',
+    "split": "N (2-64), \"auto\" or false: read each table as N key ranges by as many "
+             "workers at once, each range its own numbered files (SQLite, PostgreSQL "
+             "and DuckDB tables; docs/jobs.md, Splitting a big table)",
 }
 
 
@@ -122,6 +127,12 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
                               f"got {checked['snapshot']!r}")
         if not checked["snapshot"]:
             del checked["snapshot"]  # the default: the same request as without it
+    if "split" in checked:
+        split = check_split(checked["split"])
+        if split is None:
+            del checked["split"]  # the default: the same request as without it
+        else:
+            checked["split"] = split
     if checked.get("snapshot") and checked.get("csv_dialect") == "postgres":
         raise ConfigError(SNAPSHOT_AND_SERVER_CSV)
     _check_remote_options(checked)
@@ -246,6 +257,8 @@ def create_export_planned(
         raise ConfigError(f"{', '.join(given)} apply to remote engines (trino://…) only")
     if options.get("snapshot"):
         check_snapshot_source(url)
+    check_split_export(options.get("split"), kind=source_kind(url), query=query is not None,
+                       remote=remote, options=options)
     if query is None and not request.all_tables and not request.tables:
         raise ConfigError("name at least one table, or ask for all tables")
     wanted = None if request.all_tables else list(dict.fromkeys(request.tables))
@@ -270,6 +283,8 @@ def create_export_planned(
                               "with a WHERE clause instead")
     if options.get("csv_dialect") == "postgres":
         _check_server_csv(source, request.format, infos, options.get("select") or {})
+    ranges = (_plan_splits(settings, url, infos, options["split"])
+              if options.get("split") else {})
     export_id = new_id("exp")
     export = ExportRecord(
         id=export_id,
@@ -287,6 +302,8 @@ def create_export_planned(
         created_by=created_by,
         max_duration=settings.export.max_duration,
     )
+    whole: list[KeyRange | None] = [None]
+    planned = [(info, r) for info in infos for r in (ranges.get(info.name) or whole)]
     tasks = [
         TaskRecord(
             id=new_id("tsk"),
@@ -295,17 +312,41 @@ def create_export_planned(
             table=info.name,
             seq=i,
             state=TaskState.QUEUED,
-            rows_estimate=info.row_estimate,
+            rows_estimate=_range_estimate(info.row_estimate, key_range),
             max_attempts=settings.worker.max_attempts,
             remote_mode=(options.get("mode") or "direct") if remote else None,
+            key_range=key_range.to_json() if key_range is not None else None,
         )
-        for i, info in enumerate(infos)
+        for i, (info, key_range) in enumerate(planned)
     ]
     if audit is not None:
         audit = replace(audit, export_id=export_id,
                         details={**audit.details, "tables": list(tables)})
     stored, created = store.export_create(export, tasks, active_cap=active_cap, audit=audit)
     return stored, created, tasks if created else None
+
+
+def _plan_splits(settings: Settings, url: str, infos: list[TableInfo],
+                 split: int | str) -> dict[str, list[KeyRange]]:
+    """The key ranges of each table that is split (engine/split.py), sampled now: the
+    plan is stored with the tasks and never changes."""
+    out: dict[str, list[KeyRange]] = {}
+    source = open_export_source(settings, url)
+    try:
+        for info in infos:
+            ranges = plan_ranges(source, info, split, settings.export.split_rows)
+            if ranges:
+                out[info.name] = ranges
+    finally:
+        source.close()
+    return out
+
+
+def _range_estimate(estimate: int | None, key_range: KeyRange | None) -> int | None:
+    """A range's share of the table's estimated rows (ranges hold similar counts)."""
+    if estimate is None or key_range is None:
+        return estimate
+    return -(-estimate // key_range.count)
 
 
 def check_snapshot_source(url: str) -> None:

@@ -186,6 +186,11 @@ def export(
         raise ConfigError("name at least one table, or ask for all tables")
     if snapshot and (options or {}).get("csv_dialect") == "postgres":
         raise ConfigError(SNAPSHOT_AND_SERVER_CSV)
+    if (options or {}).get("split") not in (None, False):
+        raise ConfigError(
+            "split needs workers: a one-shot export reads each table as one task; create a "
+            "job instead ('egress jobs create --split N|auto', or POST /v1/exports with "
+            "split) and run 'egress worker' processes")
     if snapshot and resume:
         raise ConfigError(
             "a --snapshot export cannot be resumed: its snapshot ended with the run that took "

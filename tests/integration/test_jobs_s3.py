@@ -97,3 +97,36 @@ def test_reconciler_aborts_orphaned_uploads_under_the_prefix_only(tmp_path: Path
     client.create_multipart_upload(Bucket=s3.name, Key="other-app/file.bin")
     assert sweep_orphaned_uploads(settings) == 1
     assert [u["Key"] for u in s3.uploads()] == ["other-app/file.bin"]
+
+
+def test_split_job_to_s3_writes_each_range_in_key_order(tmp_path: Path, s3) -> None:
+    import csv
+    import gzip
+    import io
+
+    source = make_events_db(tmp_path / "src.db", {"a": 20_000})
+    settings = _settings(tmp_path, s3.name, source)
+    store = SqlJobStore(settings.store_url)
+    try:
+        store.migrate()
+        exports = [create_export(store, settings, ExportRequest(
+            source="main", tables=("a",), format="csv", compression="gzip", destination="lake",
+            options={"part_rows": 1500, **split}))[0] for split in ({"split": 3}, {})]
+        assert Worker(store, settings).run(exit_when_idle=True) == 0
+        rows = []
+        for export in exports:
+            final = store.export_get(None, export.id)
+            assert final is not None and final.state is ExportState.COMPLETED
+            prefix = f"egress/default/{export.id}/"
+            objects = s3.objects(prefix)
+            names = [f["name"] for f in final.manifest["files"]]
+            assert set(objects) == {*names, "manifest.json", "_SUCCESS"}
+            rows.append([r for n in names for r in list(csv.reader(io.StringIO(
+                gzip.decompress(objects[n]).decode())))[1:]])
+            assert s3.uploads(prefix) == []
+        assert names == ["a.csv.gz"]
+        assert len(rows[0]) == 20_000 and rows[0] == rows[1]
+        split_names = [f["name"] for f in store.export_get(None, exports[0].id).manifest["files"]]
+        assert split_names == ["a.r01-00001.csv.gz", "a.r02-00001.csv.gz", "a.r03-00001.csv.gz"]
+    finally:
+        store.close()

@@ -121,6 +121,14 @@ class ExportCreate(_Request):
         default=None, ge=1, le=2**40, description="Parquet: most bytes of rows (as read) in "
                                                   "one row group (default 16 MiB; 8 MiB "
                                                   "uncompressed).")
+    split: Annotated[int, Field(ge=2, le=64)] | Literal["auto"] | bool | None = Field(
+        default=None,
+        description="Read each table as N key ranges (2-64) by as many workers at once, or "
+                    "`auto`: one range per `split_rows` estimated rows (setting, default "
+                    "10M; smaller tables stay whole). Each range writes its own numbered "
+                    "files, in key order (events.r01-00001.csv…). SQLite, PostgreSQL and DuckDB "
+                    "tables only; not with a query. Default false: one task per table "
+                    "(docs/jobs.md, Splitting a big table).")
     snapshot: bool = Field(
         default=False,
         description="Read every table in one consistent snapshot (PostgreSQL sources): "
@@ -144,11 +152,24 @@ class ExportCreate(_Request):
                     "`unload` (Starburst's system.unload writes Parquet itself).")
 
 
+class KeyRangePublic(BaseModel):
+    """A range task of a split table: the rows whose first key column is in (lo, hi]."""
+
+    range: int = Field(description="Its place among the table's ranges, from 1, in key order.")
+    of: int = Field(description="How many ranges the table was split into.")
+    column: str = Field(description="The key column the ranges are taken on.")
+    lo: Any = Field(description="Rows above this value (null: from the first row).")
+    hi: Any = Field(description="Rows up to and including this value (null: to the last).")
+
+
 class PlannedTable(BaseModel):
     name: str
     estimated_rows: int | None = Field(
         description="The catalog's row estimate (an upper bound with filters; null for a "
                     "query on SQLite).")
+    key_range: KeyRangePublic | None = Field(
+        default=None, description="`split`: the key range this task reads (a table split "
+                                  "into N ranges is listed N times, in key order).")
 
 
 class ExportCreated(BaseModel):
@@ -174,6 +195,9 @@ class TableProgress(BaseModel):
     note: str | None = Field(default=None, description="Remote engines: what happened that "
                              "you should know (the table started over after its result was "
                              "lost on the engine; an unload done directly).")
+    key_range: KeyRangePublic | None = Field(
+        default=None, description="`split`: the key range of this task of the table "
+                                  "(one entry per range, in key order).")
 
 
 class FilePublic(BaseModel):

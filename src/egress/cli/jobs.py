@@ -200,6 +200,10 @@ def jobs() -> None:
 @click.option("--snapshot", is_flag=True,
               help="Read every table in one consistent snapshot (PostgreSQL sources; "
                    "docs/jobs.md, Consistency).")
+@click.option("--split", default=None, metavar="N|auto",
+              help="Read each table as N key ranges (2-64) by as many workers at once, or "
+                   "auto (one per split_rows estimated rows); each range writes its own "
+                   "numbered files. SQLite, PostgreSQL and DuckDB tables (docs/jobs.md).")
 @click.option("--idempotency-key", help="The same key and request return the same export.")
 @json_option
 def jobs_create(
@@ -208,7 +212,8 @@ def jobs_create(
     csv_dialect: str | None, max_file_size: Size | None, part_rows: int | None,
     row_group_size: Size | None, query: str | None,
     key: tuple[str, ...], name: str | None, role: str | None, client_tags: tuple[str, ...],
-    mode: str | None, snapshot: bool, idempotency_key: str | None, as_json: bool,
+    mode: str | None, snapshot: bool, split: str | None, idempotency_key: str | None,
+    as_json: bool,
 ) -> None:
     """Queue an export; prints its id."""
     settings = _settings(home)
@@ -238,6 +243,8 @@ def jobs_create(
         options["row_group_size"] = int(row_group_size)
     if snapshot:
         options["snapshot"] = True
+    if split is not None:
+        options["split"] = int(split) if split.isdigit() else split  # checked by the manager
     request = manager.ExportRequest(
         source=source, tables=tables, all_tables=all_tables, format=fmt,
         compression=compression, destination=destination, options=options,
@@ -284,7 +291,7 @@ def jobs_ls(home: str | None, project: str, status: tuple[str, ...], limit: int,
         click.echo(json.dumps([v.to_json() for v in views], indent=2))
         return
     for v in views:
-        tables = ",".join(t.table for t in v.tables)
+        tables = ",".join(dict.fromkeys(t.table for t in v.tables))  # a split table once
         click.echo(f"{v.id}  {v.status:<9}  {v.rows:>12,} rows  {v.format:<7} {tables}")
 
 
@@ -325,6 +332,11 @@ def _print_view(view: ExportView) -> None:
         estimate = f"/{t.rows_estimate:,}" if t.rows_estimate else ""
         error = f"  error: {t.error}" if t.error else ""
         click.echo(f"  {t.table:<24} {t.status:<9} {t.rows:,}{estimate} rows{error}")
+        if t.key_range:
+            r = t.key_range
+            click.echo(f"  {'':<24} range {r['range']}/{r['of']} of {r['column']}: "
+                       f"({'-inf' if r['lo'] is None else r['lo']}, "
+                       f"{'+inf' if r['hi'] is None else r['hi']}]")
         if t.query_id:
             click.echo(f"  {'':<24} query {t.query_id}" + (f"  note: {t.note}" if t.note else ""))
     for f in view.files:

@@ -17,6 +17,7 @@ from typing import Any
 
 from egress.domain.keys import Key, decode_key, encode_key
 from egress.domain.predicate import Predicate
+from egress.domain.ranges import KeyRange
 
 CHECKPOINT_VERSION = 1
 
@@ -39,11 +40,25 @@ class TaskSpec:
     columns: tuple[str, ...] | None = None
     #: Only rows matching it are exported (None: every row).
     predicate: Predicate | None = None
+    #: A range task of a split table: only rows of this key range (None: the whole table).
+    key_range: KeyRange | None = None
+
+    @property
+    def read_predicate(self) -> Predicate | None:
+        """What the source is asked to filter on: the predicate and the key range."""
+        if self.key_range is None:
+            return self.predicate
+        conditions = self.predicate.conditions if self.predicate is not None else ()
+        return Predicate(conditions, key_range=self.key_range)
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["columns"] = list(self.columns) if self.columns is not None else None
         data["predicate"] = self.predicate.to_json() if self.predicate is not None else None
+        if self.key_range is None:
+            del data["key_range"]  # specs of unsplit tasks stay as they were
+        else:
+            data["key_range"] = self.key_range.to_json()
         return data
 
     @classmethod
@@ -52,6 +67,7 @@ class TaskSpec:
         if data.get("columns") is not None:
             data["columns"] = tuple(data["columns"])
         data["predicate"] = Predicate.from_json(data.get("predicate"))
+        data["key_range"] = KeyRange.from_json(data.get("key_range"))
         return cls(**data)
 
 

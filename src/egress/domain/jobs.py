@@ -149,6 +149,9 @@ class TaskRecord:
     result_columns: list[list[str]] | None = None
     #: What happened that a user should know (a restart from nothing, a fallback).
     remote_note: str | None = None
+    #: A range task of a split table: KeyRange.to_json() of the rows it reads (planned
+    #: when the export was created); None: the whole table.
+    key_range: dict[str, Any] | None = None
 
     def evolve(self, **changes: Any) -> TaskRecord:
         return dataclasses.replace(self, **changes)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from egress.domain.ranges import KeyRange
+
 #: Operators a condition may use, with what they mean.
 OPERATORS = {
     "=": "equal to value",
@@ -50,9 +52,12 @@ class Condition:
 
 @dataclass(frozen=True)
 class Predicate:
-    """Every condition must hold (AND)."""
+    """Every condition must hold (AND), and the first key column must lie in
+    ``key_range`` if there is one (a range task of a split table: never stored here,
+    added at read time from the task's spec, ``TaskSpec.read_predicate``)."""
 
     conditions: tuple[Condition, ...]
+    key_range: KeyRange | None = None
 
     def to_json(self) -> list[dict[str, Any]]:
         return [c.to_json() for c in self.conditions]

@@ -86,9 +86,10 @@ def build_manifest(
     (``snapshot: true``; the id is None for SQLite's read transaction); the manifest's
     ``snapshot`` is then ``{id, taken_at}``."""
     tables, files = [], []
-    for r in results:
+    for group in _by_table(results):
+        r = group[0]
         table_files = []
-        for f in r.checkpoint.files:
+        for f in (f for g in group for f in g.checkpoint.files):
             entry = {
                 "name": f.name,
                 "table": r.spec.table,
@@ -102,17 +103,22 @@ def build_manifest(
             }
             table_files.append(entry)
             files.append(entry)
-        first = r.checkpoint.files[0].first_key if r.checkpoint.files else None
+        written = [g.checkpoint for g in group if g.checkpoint.files]
+        first = written[0].files[0].first_key if written else None
+        last = written[-1].cursor if written else None
         tables.append(
             {
                 "table": r.spec.table,
                 "format": r.spec.format,
                 "compression": r.spec.compression,
-                "rows": r.checkpoint.rows,
-                "bytes": r.checkpoint.bytes,
+                "rows": sum(g.checkpoint.rows for g in group),
+                "bytes": sum(g.checkpoint.bytes for g in group),
                 "key_columns": [] if r.table.opaque_key else key_names(r.table),
                 "key_range": None if r.table.opaque_key else {
-                    "first": _json_key(first), "last": _json_key(r.checkpoint.cursor)},
+                    "first": _json_key(first), "last": _json_key(last)},
+                # a split table: its ranges in key order, each its own files
+                **({"split": [_split_entry(g) for g in group]}
+                   if r.spec.key_range is not None else {}),
                 "schema": [
                     {
                         "name": c.name,
@@ -141,6 +147,23 @@ def build_manifest(
         "tables": tables,
         "files": files,
     }
+
+
+def _by_table(results: Sequence[TableResult]) -> list[list[TableResult]]:
+    """Results grouped by table: the range tasks of a split table are consecutive."""
+    groups: list[list[TableResult]] = []
+    for r in results:
+        if groups and r.spec.key_range is not None and groups[-1][0].spec.table == r.spec.table:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    return groups
+
+
+def _split_entry(r: TableResult) -> dict[str, Any]:
+    assert r.spec.key_range is not None
+    return {**r.spec.key_range.public(), "rows": r.checkpoint.rows,
+            "files": [f.name for f in r.checkpoint.files]}
 
 
 def write_manifest(sink: Sink, manifest: dict[str, Any]) -> None:

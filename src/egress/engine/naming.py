@@ -25,11 +25,12 @@ RESERVED_NAMES = (MANIFEST, SUCCESS, STATE_DIR)
 _RESERVED = frozenset(n.casefold() for n in RESERVED_NAMES)
 
 
-def _name(base: str, numbered: bool, index: int, fmt: Format, compression: Compression) -> str:
+def _name(base: str, numbered: bool, index: int, fmt: Format, compression: Compression,
+          label: str | None = None) -> str:
     if fmt.dataset:
-        return f"{base}/part-{index:05d}.{fmt.extension}"
-    number = f"-{index:05d}" if numbered else ""
-    return f"{base}{number}.{fmt.extension}{compression.suffix}"
+        return f"{base}/part-{label + '-' if label else ''}{index:05d}.{fmt.extension}"
+    number = f"-{index:05d}" if numbered or label else ""
+    return f"{base}{'.' + label if label else ''}{number}.{fmt.extension}{compression.suffix}"
 
 
 def _reserved(name: str) -> bool:
@@ -60,5 +61,8 @@ def assert_data_names_allowed(names: Iterable[str]) -> None:
 
 def file_name(spec: TaskSpec, index: int, fmt: Format, compression: Compression) -> str:
     """``events.csv.gz``; ``events-00002.csv.gz`` when files are split by size;
-    ``events/part-00001.parquet`` for a Parquet dataset."""
-    return _name(spec.base_name, bool(spec.max_file_size), index, fmt, compression)
+    ``events/part-00001.parquet`` for a Parquet dataset. A range task of a split table
+    numbers its own files after its range's label, so that every file of the table sorts
+    in key order: ``events.r01-00001.csv.gz``, ``events/part-r01-00001.parquet``."""
+    label = spec.key_range.label if spec.key_range is not None else None
+    return _name(spec.base_name, bool(spec.max_file_size), index, fmt, compression, label)

@@ -9,6 +9,7 @@ from typing import Any
 
 from egress.domain.checkpoint import TaskSpec
 from egress.domain.predicate import Predicate
+from egress.domain.ranges import KeyRange
 from egress.engine.copied import check_server_csv
 from egress.engine.naming import output_base_name
 from egress.engine.selection import selected_schema
@@ -54,20 +55,25 @@ def plan_task(
     columns: tuple[str, ...] | None = None,
     predicate: Predicate | None = None,
     limits: SizeLimits | None = None,
+    key_range: KeyRange | None = None,
 ) -> TaskSpec:
     """A task for ``table`` (only ``columns`` and the rows matching ``predicate``, if
     given: checked by ``engine.selection``). Rows per part come from ``part_rows`` or
     from encoding a sample of the first rows, so that a part is about ``part_size`` bytes
     (the format's own part size if it has one: a Parquet row group). No ``compression``
-    is the format's default; no ``max_file_size`` the format's default file size."""
+    is the format's default; no ``max_file_size`` the format's default file size.
+    ``key_range``: a range task of a split table (its own numbered files, its rows
+    sampled from its range)."""
     compression = resolve_compression(format, compression)
     opts = format_options(format, source, table, compression, options or {})
     fmt = make_format(format, opts)
     if getattr(fmt, "server_rows", False):
         check_server_csv(source, table, selected_schema(table, columns).names, predicate)
     if part_rows is None:
+        read = (Predicate(predicate.conditions if predicate else (), key_range=key_range)
+                if key_range is not None else predicate)
         part_rows = _rows_for_size(source, table, fmt, fmt.part_bytes or part_size, columns,
-                                   predicate, limits or SizeLimits())
+                                   read, limits or SizeLimits())
         part_rows = min(part_rows, fmt.max_part_rows or MAX_PART_ROWS)
     max_file_size = max_file_size or fmt.file_size
     outer = "none" if fmt.inner_compression else compression
@@ -83,6 +89,7 @@ def plan_task(
         max_file_size=max_file_size,
         columns=columns,
         predicate=predicate,
+        key_range=key_range,
     )
 
 

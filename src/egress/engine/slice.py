@@ -130,7 +130,7 @@ class Task:
         """The read-ahead of this slice (closed by ``close_pages`` when it ends)."""
         if self._pages is None:
             self._pages = PageReader(self.source, self.table, self.spec.part_rows,
-                                     self.spec.predicate, self._raw_last_key, self.limits)
+                                     self.spec.read_predicate, self._raw_last_key, self.limits)
         return self._pages
 
     def close_pages(self) -> None:

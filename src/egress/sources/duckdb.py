@@ -221,6 +221,27 @@ class DuckdbSource:
             plan = self._plans[table.name]
         return plan
 
+    def split_points(self, table: TableInfo, count: int) -> list[str]:
+        """Boundaries of ``count`` key ranges of ``table`` with about equal rows: exact
+        quantiles of its first key column in DuckDB's order of it (``quantile_disc``:
+        a columnar pass), as text that ``CAST(? AS <key type>)`` reads back exactly
+        (engine/split.py)."""
+        plan = self._plan(table)
+        # fractions of ours (k/count), not user text
+        fractions = ", ".join(repr(k / count) for k in range(1, count))
+        query = (f"SELECT CAST(quantile_disc({plan.key_sql[0]}, [{fractions}]) AS VARCHAR[]) "
+                 f"FROM {plan.qualified} AS t")
+        try:
+            with self._lock:
+                row = self._con.execute(query).fetchone()
+        except duckdb.Error as exc:
+            raise _translate(exc, table) from exc
+        out: list[str] = []
+        for value in (row[0] if row else None) or []:
+            if value is not None and (not out or value != out[-1]):
+                out.append(value)
+        return out
+
     # --- rows -------------------------------------------------------------------------
 
     def _query(self, table: TableInfo, plan: _Plan, after: Key | None,
@@ -240,6 +261,14 @@ class DuckdbSource:
             else:
                 conditions.append(f"({', '.join(plan.key_sql)}) > ({', '.join(casts)})")
             params.extend(key_param(v) for v in after)
+        bounds = predicate.key_range if predicate is not None else None
+        if bounds is not None:  # a range of a split table: bound like the cursor
+            if bounds.lo is not None:
+                conditions.append(f"{plan.key_sql[0]} > CAST(? AS {plan.key_casts[0]})")
+                params.append(key_param(bounds.lo))
+            if bounds.hi is not None:
+                conditions.append(f"{plan.key_sql[0]} <= CAST(? AS {plan.key_casts[0]})")
+                params.append(key_param(bounds.hi))
         by_name = {c.name: c for c in table.columns}
 
         def column(name: str) -> str:
@@ -266,7 +295,7 @@ class DuckdbSource:
             params.append(value)
             return "?"
 
-        conditions += render_conditions(predicate, column, bind)
+        conditions += render_conditions(predicate, column, bind, key_range_rendered=True)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         return (f"SELECT {', '.join(selects)} FROM {plan.qualified} AS t{where} "
                 f"ORDER BY {', '.join(plan.key_sql)} LIMIT ?")

@@ -66,6 +66,20 @@ def keyset_query(
             conditions.append(f"({', '.join(keys)}) > ({', '.join(casts)})")
     bound = params if params is not None else []
     first = 1 if literal is not None else len(after or ()) + 1
+    bounds = predicate.key_range if predicate is not None else None
+    if bounds is not None:
+        # a range task of a split table: its bounds are values of the first key column,
+        # written like the cursor (literals in the COPY fast path, else parameters)
+        def bound_sql(value: object) -> str:
+            if literal is not None:
+                return f"CAST({literal(key_text(value))} AS {plan.key_types[0]})"
+            bound.append(key_text(value))
+            return f"CAST(${first + len(bound) - 1}::text AS {plan.key_types[0]})"
+
+        if bounds.lo is not None:
+            conditions.append(f"{keys[0]} > {bound_sql(bounds.lo)}")
+        if bounds.hi is not None:
+            conditions.append(f"{keys[0]} <= {bound_sql(bounds.hi)}")
     types = {c.name: _FILTER_TYPMOD.sub("", c.source_type) for c in table.columns}
 
     def bind(column: str, value: object) -> str:
@@ -77,7 +91,7 @@ def keyset_query(
         # the column's own type (without length/precision, which would round or cut)
         return f"CAST(${first + len(bound) - 1}::text AS {types[column]})"
 
-    conditions += render_conditions(predicate, col, bind)
+    conditions += render_conditions(predicate, col, bind, key_range_rendered=True)
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     limit_sql = str(int(limit)) if literal is not None else f"${first + len(bound)}"
     return (

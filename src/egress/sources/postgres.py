@@ -40,6 +40,7 @@ from egress.sources.pg_copy import CopyFailed, CsvCopy, copy_query
 from egress.sources.pg_errors import connect_error, libpq_url, sqlstate_transient
 from egress.sources.pg_keyset import ReadPlan, keyset_query, quote_ident
 from egress.sources.pg_snapshot import LOST_SQLSTATES, set_snapshot_sql, snapshot_lost
+from egress.sources.pg_split import split_points
 from egress.sources.pg_types import (
     PgMapping,
     conform,
@@ -305,6 +306,19 @@ class PostgresSource:
             return int(self._fetch(query)[0][0])
         return None if never_analyzed else int(reltuples)
 
+    def split_points(self, table: TableInfo, count: int) -> list[str]:
+        """Boundaries of ``count`` key ranges of ``table`` with about equal rows: values
+        of its first key column as text (engine/split.py; sources/pg_split.py)."""
+        plan = self._plans.get(table.name)
+        if plan is None:
+            self.describe(table.name)
+            plan = self._plans[table.name]
+        try:
+            return split_points(self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
+                                quote_ident(table.key_columns[0]), table.row_estimate, count)
+        except psycopg.Error as exc:
+            raise self._translate(exc, getattr(exc, "sqlstate", None), table.name) from None
+
     # --- rows -------------------------------------------------------------------------
 
     def _literal(self, text: str) -> str:
@@ -324,7 +338,10 @@ class PostgresSource:
         # three times faster than a prepared statement's result (PQexecParams). Only the
         # cursor is then written into the query, as literals quoted by psycopg: it comes
         # from the table itself; user values (filters) stay bound parameters.
-        literal = self._literal if predicate is None and self.inline_cursor else None
+        # a key range alone (a split table's range task) keeps the fast path: its bounds
+        # are values of the table, like the cursor
+        unfiltered = predicate is None or not predicate.conditions
+        literal = self._literal if unfiltered and self.inline_cursor else None
         query = keyset_query(table, plan, after, limit, predicate, filter_values, literal)
         params: tuple[object, ...] | None = (
             None if literal is not None

@@ -16,13 +16,20 @@ def render_conditions(
     predicate: Predicate | None,
     column: Callable[[str], str],
     bind: Callable[[str, Scalar], str],
+    *,
+    key_range_rendered: bool = False,
 ) -> list[str]:
     """One SQL condition per condition of ``predicate`` (to be joined with AND).
 
     ``column(name)`` returns the column's SQL; ``bind(name, value)`` records a parameter
-    and returns its placeholder."""
+    and returns its placeholder. A source that reads split tables renders the key range
+    itself, like its cursor, and says so with ``key_range_rendered``; any other source
+    refuses a key range rather than read the whole table for each range."""
     if predicate is None:
         return []
+    if predicate.key_range is not None and not key_range_rendered:
+        raise ConfigError("this source cannot read a key range of a split table; "
+                          "split applies to SQLite, PostgreSQL and DuckDB tables")
     out = []
     for c in predicate.conditions:
         col = column(c.column)

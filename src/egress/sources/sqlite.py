@@ -42,6 +42,7 @@ from egress.exceptions import (
 )
 from egress.sources.base import Column, TableInfo
 from egress.sources.predicate_sql import render_conditions
+from egress.sources.sqlite_split import split_points
 from egress.sources.sqlite_types import (
     DYNAMIC,
     DYNAMIC_MAPPING,
@@ -210,6 +211,15 @@ class SqliteSource:
         (count,) = self._catalog.execute(f"SELECT count(*) FROM {quoted}").fetchone()
         return int(count)
 
+    def split_points(self, table: TableInfo, count: int) -> list[object]:
+        """Boundaries of ``count`` key ranges of ``table`` with about equal rows: raw
+        values of its first key column (engine/split.py; sources/sqlite_split.py)."""
+        plan = self._plan(table)
+        try:
+            return split_points(self._catalog, quote_ident(table.name), plan.key_sql[0], count)
+        except sqlite3.Error as exc:
+            raise _translate(exc, table) from exc
+
     def _rowid_name(self, table: str, columns: list[str]) -> str:
         """The name that reaches the rowid: ``rowid`` unless a column took it."""
         lowered = {c.lower() for c in columns}
@@ -242,6 +252,14 @@ class SqliteSource:
             else:
                 conditions.append(f"{keys} > ?")
             params.extend(after)
+        bounds = predicate.key_range if predicate is not None else None
+        if bounds is not None:  # bound like the cursor: raw stored values of the column
+            if bounds.lo is not None:
+                conditions.append(f"{plan.key_sql[0]} > ?")
+                params.append(bounds.lo)
+            if bounds.hi is not None:
+                conditions.append(f"{plan.key_sql[0]} <= ?")
+                params.append(bounds.hi)
 
         # timestamp columns compare as instants (sources/timestamps.py), not as text
         instants = {c.name for c in table.columns if pa.types.is_timestamp(c.arrow_type)}
@@ -255,7 +273,7 @@ class SqliteSource:
             params.append(int(value) if isinstance(value, bool) else value)
             return "?"
 
-        conditions += render_conditions(predicate, column, bind)
+        conditions += render_conditions(predicate, column, bind, key_range_rendered=True)
         where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
         return (
             f"SELECT 1, {', '.join(plan.dummies)} UNION ALL SELECT * FROM ("

@@ -76,6 +76,7 @@ def task_record(row: sa.Row[Any]) -> TaskRecord:
         claimed_at=m["claimed_at"],
         result_columns=m["result_columns"],
         remote_note=m["remote_note"],
+        key_range=m["key_range"],
     )
 
 
@@ -142,4 +143,5 @@ def task_values(
         "error": None,
         "remote_mode": task.remote_mode,
         "poll_count": 0,
+        "key_range": task.key_range,
     }

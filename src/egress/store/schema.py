@@ -160,6 +160,8 @@ tasks = sa.Table(
     sa.Column("claimed_at", TIME),
     sa.Column("result_columns", JsonText),
     sa.Column("remote_note", sa.Text),
+    # split tables (0012): the key range a range task reads (domain/ranges.py), or NULL
+    sa.Column("key_range", JsonText),
     sa.UniqueConstraint("export_id", "seq"),
     sa.CheckConstraint(in_list("state", TASK_STATES), name="state"),
     # A lease exists exactly while the task runs: fencing relies on it.

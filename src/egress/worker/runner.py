@@ -13,6 +13,7 @@ from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.jobs import ExportRecord, TaskRecord
 from egress.domain.predicate import Predicate
+from egress.domain.ranges import KeyRange
 from egress.engine.plan import fit_part_budget, plan_task
 from egress.engine.sizes import SizeLimits
 from egress.engine.slice import Task, run_slice
@@ -133,6 +134,7 @@ class TaskRunner:
                     columns=tuple(columns) if columns else None,
                     predicate=Predicate.from_json(select.get("filters")),
                     limits=self._limits(),
+                    key_range=KeyRange.from_json(task.key_range),
                 )
                 spec = fit_part_budget(
                     spec, info, opts.get("part_size") or self.settings.export.part_size,

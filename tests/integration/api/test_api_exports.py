@@ -19,8 +19,8 @@ def test_create_answers_202_with_urls_and_audits(api: Api, store: SqlJobStore, t
     assert body["status"] == "queued" and body["id"].startswith("exp_")
     assert body["status_url"] == f"/v1/exports/{body['id']}"
     assert body["events_url"] == f"/v1/exports/{body['id']}/events"
-    assert body["tables"] == [{"name": "events", "estimated_rows": 2500},
-                              {"name": "users", "estimated_rows": 40}]
+    assert body["tables"] == [{"name": "events", "estimated_rows": 2500, "key_range": None},
+                              {"name": "users", "estimated_rows": 40, "key_range": None}]
     view = api.get(body["status_url"]).json()
     assert [t["table"] for t in view["tables"]] == ["events", "users"]
     assert view["tables"][0]["rows_estimate"] == 2500 and view["rows_estimate"] == 2540

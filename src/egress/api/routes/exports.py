@@ -25,6 +25,7 @@ from egress.api.schemas import (
     ExportCreated,
     ExportPage,
     ExportPublic,
+    KeyRangePublic,
     PlannedTable,
     StateFilter,
     TableEstimate,
@@ -33,6 +34,7 @@ from egress.api.views import events_url, export_public, export_summaries, status
 from egress.config import Settings
 from egress.domain.access import Principal
 from egress.domain.jobs import ExportState
+from egress.domain.ranges import KeyRange
 from egress.estimate import estimate_export
 from egress.exceptions import ActiveLimitError, ConfigError
 from egress.sources.query import Query as SqlQuery
@@ -100,6 +102,11 @@ def _query_option(body: ExportCreate) -> dict[str, Any]:
     return check_query(body.query, body.key, body.name).to_json()
 
 
+def _key_range(data: dict[str, Any] | None) -> KeyRangePublic | None:
+    key_range = KeyRange.from_json(data)
+    return KeyRangePublic(**key_range.public()) if key_range is not None else None
+
+
 def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequest:
     check_source_name(settings, body.source)
     options: dict[str, Any] = {}
@@ -119,6 +126,8 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
         options["select"] = select
     if body.snapshot:
         options["snapshot"] = True
+    if body.split is not None and body.split is not False:
+        options["split"] = body.split  # checked by the manager (True is refused there)
     for key in ("role", "client_tags", "mode"):
         if getattr(body, key) is not None:
             options[key] = getattr(body, key)
@@ -183,7 +192,8 @@ def create_export(
         response.status_code = 200
     if tasks is None:
         tasks = store.task_list(export.id)
-    planned = [PlannedTable(name=t.table, estimated_rows=t.rows_estimate) for t in tasks]
+    planned = [PlannedTable(name=t.table, estimated_rows=t.rows_estimate,
+                            key_range=_key_range(t.key_range)) for t in tasks]
     return ExportCreated(id=export.id, status=str(export.state),  # type: ignore[arg-type]  # a Status
                          status_url=status_url(export.id), events_url=events_url(export.id),
                          tables=planned)

@@ -1,0 +1,56 @@
+"""Boundaries of a split PostgreSQL table: quantiles of its first key column.
+
+``percentile_disc`` over the column in its own order (its collation, as the keyset query
+orders it) gives the values at 1/N, 2/N…, as text that the column's type reads back
+exactly (the session settings of a read). Small tables are read whole (exact
+quantiles); above :data:`EXACT_UNTIL` estimated rows a ``TABLESAMPLE SYSTEM`` of about
+:data:`SAMPLE_ROWS` rows (whole pages: cheap on any size; ``REPEATABLE`` so that one
+table gives one plan) stands for the table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+#: Up to this many estimated rows the quantiles are exact (the whole key column sorted).
+EXACT_UNTIL = 1_000_000
+#: About this many rows are sampled from a bigger table.
+SAMPLE_ROWS = 200_000
+
+
+def split_query(qualified: str, key: str, estimate: int | None) -> tuple[sql.Composed, bool]:
+    """The quantile query (parameter: the fractions as float8[]) and whether it samples.
+    ``qualified`` and ``key`` are identifiers already quoted by the source."""
+    sampled = bool(estimate and estimate > EXACT_UNTIL)
+    sample: sql.Composable = sql.SQL("")
+    if sampled:
+        percent = min(100.0, 100.0 * SAMPLE_ROWS / float(estimate or 1))
+        # a float of ours, not user text
+        sample = sql.SQL(" TABLESAMPLE SYSTEM ({}) REPEATABLE (0)").format(
+            sql.Literal(round(percent, 6)))
+    query = sql.SQL(
+        "SELECT (percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY t.{key}))::text[] "
+        "FROM {table} AS t{sample}"
+    ).format(key=sql.SQL(key), table=sql.SQL(qualified), sample=sample)
+    return query, sampled
+
+
+def split_points(conn: psycopg.Connection[Any], settings: tuple[str, ...], qualified: str,
+                 key: str, estimate: int | None, count: int) -> list[str]:
+    """At most ``count - 1`` increasing boundaries (repeats collapsed) as text."""
+    fractions = [k / count for k in range(1, count)]
+    query, _ = split_query(qualified, key, estimate)
+    with conn.transaction(), conn.cursor() as cur:
+        for statement in settings:  # the text form the reads will cast back
+            cur.execute(statement.replace("SET ", "SET LOCAL ", 1))
+        cur.execute(query, (fractions,))
+        row = cur.fetchone()
+    values = (row[0] if row else None) or []
+    out: list[str] = []
+    for value in values:
+        if value is not None and (not out or value != out[-1]):
+            out.append(value)
+    return out

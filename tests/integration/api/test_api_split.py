@@ -1,0 +1,44 @@
+"""``split`` in ``POST /v1/exports``: N or auto, refused with words that say what is
+allowed; the created export and GET /v1/exports/{id} list the ranges in key order."""
+
+from __future__ import annotations
+
+from apiharness import Api, assert_problem
+
+
+def test_split_creates_one_task_per_range_and_shows_them(api: Api):
+    r = api.post("/v1/exports", json={"source": "main", "tables": ["events", "users"],
+                                      "split": 3})
+    assert r.status_code == 202, r.text
+    planned = r.json()["tables"]
+    events = [t for t in planned if t["name"] == "events"]
+    assert [t["key_range"]["range"] for t in events] == [1, 2, 3]
+    assert [t["key_range"]["of"] for t in events] == [3, 3, 3]
+    assert events[0]["key_range"]["lo"] is None and events[-1]["key_range"]["hi"] is None
+    his = [t["key_range"]["hi"] for t in events[:-1]]
+    assert his == sorted(his) and len(set(his)) == 2
+    assert [t["key_range"]["lo"] for t in events[1:]] == his  # contiguous
+    assert sum(t["estimated_rows"] for t in events) >= 2500
+    view = api.get(r.json()["status_url"]).json()
+    shown = [t["key_range"] for t in view["tables"] if t["table"] == "events"]
+    assert shown == [t["key_range"] for t in events]
+
+
+def test_split_auto_leaves_tables_under_split_rows_whole(api: Api):
+    r = api.post("/v1/exports", json={"source": "main", "tables": ["events"],
+                                      "split": "auto"})
+    assert r.status_code == 202, r.text
+    assert [t["key_range"] for t in r.json()["tables"]] == [None]
+
+
+def test_bad_split_values_are_refused_saying_what_is_allowed(api: Api):
+    for bad in (1, 65, True, "all", "3"):
+        assert_problem(api.post("/v1/exports", json={
+            "source": "main", "tables": ["events"], "split": bad}), 422)
+    refused = assert_problem(api.post("/v1/exports", json={
+        "source": "main", "tables": ["events"], "split": True}), 422)
+    assert "split" in refused["detail"]
+    plain = api.post("/v1/exports", json={"source": "main", "tables": ["events"],
+                                          "split": False})
+    assert plain.status_code == 202, plain.text
+    assert plain.json()["tables"][0]["key_range"] is None

@@ -1,0 +1,70 @@
+"""Helpers of the split tests: source tables with a skewed key, rows of output files."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+
+def skewed_ids(n: int, seed: int) -> list[int]:
+    """Distinct ids: four fifths packed in [1, n], the rest spread up to 10^12."""
+    rng = random.Random(seed)
+    dense = list(range(1, n * 4 // 5 + 1))
+    sparse: set[int] = set()
+    while len(sparse) < n - len(dense):
+        sparse.add(rng.randrange(n * 10, 10**12))
+    return dense + sorted(sparse)
+
+
+def sqlite_source(path: Path, seed: int = 3, rows: int = 30_000) -> str:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT, amount REAL, "
+                  "at DATETIME)")
+    conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", (
+        (i, f"k{i % 7}, \"q\"", (i % 1000) / 8, f"2024-01-01 00:00:{i % 60:02d}")
+        for i in skewed_ids(rows, seed)))
+    conn.commit()
+    conn.close()
+    return f"sqlite:///{path}"
+
+
+def pg_source(pg_server: Any, name: str, rows: int = 30_000) -> str:
+    import psycopg
+
+    url = pg_server.create_database(name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE events (id bigint PRIMARY KEY, kind text, amount numeric, "
+                     "at timestamptz NOT NULL)")
+        with conn.cursor().copy("COPY events FROM STDIN") as copy:
+            for i in skewed_ids(rows, 5):
+                copy.write_row((i, f"k{i % 7}", i % 1000, "2024-01-01 00:00:00+00"))
+        # a timestamp key, skewed: most rows in the first hour of a year
+        conn.execute("CREATE TABLE stamps (at timestamptz PRIMARY KEY, n int)")
+        conn.execute("INSERT INTO stamps SELECT timestamptz '2024-01-01 00:00:00+00' + "
+                     "(CASE WHEN g % 5 = 0 THEN g * interval '17 minutes' "
+                     "ELSE g * interval '1 millisecond' END), g FROM generate_series(1, 20000) g")
+        conn.execute("ANALYZE")
+    return url
+
+
+def rows_of(root: Path, names: list[str], fmt: str) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for name in names:
+        data = (root / name).read_bytes()
+        if name.endswith(".gz"):
+            data = gzip.decompress(data)  # one gzip member per part
+        if fmt == "csv":
+            out += [tuple(r) for r in list(csv.reader(io.StringIO(data.decode())))[1:]]
+        elif fmt == "jsonl":
+            out += [tuple(json.loads(line).items()) for line in data.decode().splitlines()]
+        else:
+            import pyarrow.parquet as pq
+
+            out += [tuple(r.items()) for r in pq.read_table(root / name).to_pylist()]
+    return out
