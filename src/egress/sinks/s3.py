@@ -358,6 +358,9 @@ class S3Sink:
             return  # already aborted or completed
         log.info("s3 upload aborted key=%s", key, extra={"key": key})
 
+    def release(self) -> None:
+        """Nothing to hand over: an upload is the same for every writer."""
+
     def verify_parts(self, name: str, state: dict[str, Any], parts: Sequence[PartRecord]) -> int:
         """How many of ``parts``, from the first, the server holds as the checkpoint says
         (number, ETag, size). All of them when the object was already completed by us."""

@@ -92,6 +92,12 @@ class TaskRunner:
                 log.warning("lease lost; stopped writing", extra={"task": task.id})
                 return "lost"
             except Exception as exc:
+                if self._lost(task, lease):
+                    # another worker owns the task (or finished it): what went wrong here
+                    # (a staged copy it completed, an upload it finished) is no failure
+                    log.warning("lease lost; stopped writing", extra={
+                        "task": task.id, "error": _message(exc)})
+                    return "lost"
                 return self._failed(task, exc)
 
     def _slice(self, task: TaskRecord, export: ExportRecord, lease: LeaseKeeper) -> str:
@@ -205,6 +211,20 @@ class TaskRunner:
         if not self.store.task_requeue(task.id, token):
             return self._fenced()
         return "cancelled" if lease.cancelled else "requeued"
+
+    def _lost(self, task: TaskRecord, lease: LeaseKeeper) -> bool:
+        """Whether the task's lease is no longer this worker's (a failure then is not
+        the task's: it is neither retried nor failed by this worker)."""
+        assert task.lease_token is not None
+        if lease.lost:
+            return True
+        try:
+            held = self.store.task_lease_held(task.id, task.lease_token)
+        except Exception:  # the store is away: the failure is handled as it comes
+            return False
+        if not held:
+            LEASE_LOSSES.labels("fenced").inc()
+        return not held
 
     @staticmethod
     def _fenced() -> str:
