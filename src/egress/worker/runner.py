@@ -42,6 +42,22 @@ def _message(exc: BaseException) -> str:
     return describe_failure(exc)  # the detail; the store shows API callers its .public
 
 
+def _abort_unused_uploads(sink: object, recorded: Checkpoint | None, task_id: str) -> None:
+    """At the end of a slice, however it ended: abort the uploads the slice created that
+    its task's checkpoint does not record (docs/s3.md). Never raises: the reconciler's
+    sweep is the backstop."""
+    abort = getattr(sink, "abort_unused_uploads", None)
+    if abort is None:
+        return
+    of = recorded.open_file if recorded is not None else None
+    keep = {of.sink_state["upload_id"]} if of and of.sink_state.get("upload_id") else set()
+    try:
+        abort(keep)
+    except Exception as exc:
+        log.warning("could not abort unused uploads; the orphan sweep will",
+                    extra={"task": task_id, "error": _message(exc)})
+
+
 class TaskRunner:
     def __init__(
         self,
@@ -119,6 +135,7 @@ class TaskRunner:
             source.close()
             raise
         committed: Checkpoint | None = None
+        recorded: Checkpoint | None = None  # the task's checkpoint as the store has it
         try:
             if info is None:
                 info = source.describe(task.table)
@@ -147,10 +164,10 @@ class TaskRunner:
                 pending_spec = spec.to_json()
             cp = Checkpoint.from_json(task.checkpoint) if task.checkpoint else Checkpoint()
             labels = (export.format, self._destination_type(export))
-            last = cp  # the metrics count what each commit adds
+            last = recorded = cp  # the metrics count what each commit adds
 
             def commit(new: Checkpoint) -> None:
-                nonlocal pending_spec, committed, last
+                nonlocal pending_spec, committed, last, recorded
                 if lease.lost:
                     raise LeaseLostError(f"task {task.id}: lease lost")
                 ok = self.store.task_commit(
@@ -160,7 +177,7 @@ class TaskRunner:
                 if not ok:
                     LEASE_LOSSES.labels("fenced").inc()
                     raise LeaseLostError(f"task {task.id}: lease lost")
-                pending_spec, committed = None, new
+                pending_spec, committed, recorded = None, new, new
                 ROWS_EXPORTED.labels(*labels).inc(max(0, new.rows - last.rows))
                 BYTES_EXPORTED.labels(*labels).inc(max(0, new.bytes - last.bytes))
                 last = new
@@ -197,6 +214,7 @@ class TaskRunner:
                 "total_rows": cp.rows, "done": cp.done})
         finally:
             source.close()
+            _abort_unused_uploads(sink, recorded, task.id)
         if lease.lost:
             return "lost"
         if cp.done:
