@@ -18,6 +18,7 @@ import errno
 import hashlib
 import os
 import secrets
+import shutil
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -206,6 +207,14 @@ class LocalSink:
         for the next writer to adopt (sinks/staged.py)."""
         with writing(self.root / STAGING):
             self._copies.seal()
+
+    def remove_staging(self) -> None:
+        """Remove the staging area (and ``.egress`` if that leaves it empty) once every
+        file is final: a writer that lost its task and wakes later finds nowhere to write
+        (staged copies are never made in a missing folder)."""
+        shutil.rmtree(self.root / STAGING, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (self.root / STAGING).parent.rmdir()
 
     def _completing(self, name: str, state: dict[str, Any], size: int,
                     parts: Sequence[PartRecord], final: Path) -> Path | None:
