@@ -220,3 +220,20 @@ def test_a_copy_without_the_committed_bytes_is_not_taken_over(tmp_path: Path) ->
     with pytest.raises(SinkError, match="holds its 3 committed bytes"):
         second.put_part("t.csv", state, 2, 3, b"def")
     assert staged_copies(tmp_path / "out", "t.csv") == [copy]
+
+
+def test_completing_again_after_a_crash_ignores_a_zombies_leftover_copy(tmp_path: Path) -> None:
+    """The file was renamed into place, then the process died before the checkpoint said
+    so; a zombie's copy with bytes it never committed is still there. Completing again
+    finds the final file, leaves it alone and removes the copy."""
+    owner = sink(tmp_path)
+    state = owner.start_file("t.csv")
+    owner.put_part("t.csv", state, 1, 0, b"abcdef")
+    owner.complete_file("t.csv", state, 6, [crc_part(1, b"abcdef")])
+    zombie_copy = tmp_path / "out" / ".egress" / "staging" / f"t.csv~{state['id']}~zombie"
+    zombie_copy.write_bytes(b"XXXXXXXXXX")
+    again = sink(tmp_path)
+    sha = again.complete_file("t.csv", state, 6, [crc_part(1, b"abcdef")])
+    assert sha == hashlib.sha256(b"abcdef").hexdigest()
+    assert (again.root / "t.csv").read_bytes() == b"abcdef"
+    assert staged_copies(tmp_path / "out", "t.csv") == []

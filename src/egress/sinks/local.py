@@ -224,6 +224,10 @@ class LocalSink:
         if mine is not None and mine.exists():
             return mine
         self._copies.drop(name)
+        if final.exists() and final.stat().st_size == size:
+            # completed before (a crash came before the checkpoint recorded it)
+            self._copies.remove_others(name, state, keep=None)
+            return None
         if not self._copies.copies(name, state):
             return None
         self._copies.remember(name, parts)
