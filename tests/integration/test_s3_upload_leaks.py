@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ReadTimeoutError
 
+import egress
 import egress.sinks.s3 as s3_module
 from egress.config import Settings, load_settings
 from egress.domain.jobs import ExportRecord, ExportState
@@ -141,3 +142,28 @@ def test_a_lost_create_reply_in_a_worker_leaves_no_upload_open(
         _check_output(s3, prefix, source, tmp_path)
     finally:
         store.close()
+
+
+def test_a_one_shot_export_failing_at_a_files_first_part_leaves_no_upload_open(
+    tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No checkpoint recorded the upload (its first part never committed): the failed
+    export aborts it before it stops (and, having committed nothing, keeps no state);
+    the export run again completes."""
+    source = make_events_db(tmp_path / "src.db", {"t": 6_000}, seed=5)
+    put_part = S3Sink.put_part
+
+    def failing(self: S3Sink, name: str, state: dict[str, Any], number: int,
+                offset: int, data: bytes) -> str | None:
+        raise SinkError("access denied to bucket (injected)")
+
+    common: dict[str, Any] = dict(format="csv", compression="gzip", part_rows=PART_ROWS,
+                                  sink_options={"min_part_bytes": 1024})
+    monkeypatch.setattr(S3Sink, "put_part", failing)
+    with pytest.raises(SinkError, match="injected"):
+        egress.export(source, ["t"], to=s3.url("one"), **common)
+    assert s3.uploads("one/") == []
+    monkeypatch.setattr(S3Sink, "put_part", put_part)
+    egress.export(source, ["t"], to=s3.url("one"), **common)
+    assert s3.uploads("one/") == []
+    _check_output(s3, "one/", source, tmp_path)
