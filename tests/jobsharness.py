@@ -72,7 +72,9 @@ STARTED: list[subprocess.Popen[bytes]] = []
 
 
 def start_worker(home: Path, log: Path, *extra: str,
-                 env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+                 env_extra: dict[str, str] | None = None,
+                 script: Path | None = None) -> subprocess.Popen[bytes]:
+    """An ``egress worker`` process (or ``script worker …``: the CLI with a test hook)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
     env["EGRESS_HOME"] = str(home)
     # no probe server unless asked (--metrics-port): tests run several workers at once
@@ -80,7 +82,8 @@ def start_worker(home: Path, log: Path, *extra: str,
     env.update(env_extra or {})
     with open(log, "ab") as stderr:  # the child keeps its own descriptor
         proc = subprocess.Popen(
-            [sys.executable, "-m", "egress.cli", "worker", "--log-level", "INFO", *extra],
+            [sys.executable, *([str(script)] if script else ["-m", "egress.cli"]),
+             "worker", "--log-level", "INFO", *extra],
             env=env, stdout=subprocess.DEVNULL, stderr=stderr,
         )
     STARTED.append(proc)

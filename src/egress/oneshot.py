@@ -380,8 +380,12 @@ def _run_table(
                 limits=limits)
     if progress:
         progress.table_started(spec.table, info.row_estimate, cp)
-    while not cp.done and not stop():
-        cp = run_slice(task, cp, time.monotonic() + slice_seconds)
+    try:
+        while not cp.done and not stop():
+            cp = run_slice(task, cp, time.monotonic() + slice_seconds)
+    except BaseException:
+        _abort_unrecorded_uploads(sink, state)
+        raise
     if progress and cp.done:
         progress.table_done(spec.table, cp)
     return cp
@@ -470,6 +474,23 @@ def _abort_open_files(sink: Sink, state: _StateFile) -> None:
                 sink.abort_file(of.name, of.sink_state)
             except EgressError as exc:  # best effort: the reconciler sweeps orphans later
                 log.warning("could not abort the upload of %s: %s", of.name, exc)
+
+
+def _abort_unrecorded_uploads(sink: Sink, state: _StateFile) -> None:
+    """After a failed slice: abort the uploads the sink created that no checkpoint of the
+    export records (a failure at a file's first part); ``--resume`` could not find them."""
+    abort = getattr(sink, "abort_unused_uploads", None)
+    if abort is None:
+        return
+    keep = set()
+    for entry in state.data.get("tasks", {}).values():
+        of = Checkpoint.from_json(entry["checkpoint"]).open_file
+        if of is not None and of.sink_state.get("upload_id"):
+            keep.add(of.sink_state["upload_id"])
+    try:
+        abort(keep)
+    except EgressError as exc:  # best effort: --resume or a discard aborts it later
+        log.warning("could not abort unrecorded uploads under %s: %s", sink.location, exc)
 
 
 def _abort_leftover_uploads(sink: Sink, names: Sequence[str] | None) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import google_crc32c
 import pytest
 
 from egress.domain.checkpoint import PartRecord
 from egress.exceptions import SinkError
 from egress.sinks.local import LocalSink
+from staging import staged_copies
 
 
 def sink(tmp_path: Path) -> LocalSink:
@@ -146,6 +148,8 @@ def test_a_digest_this_sink_cannot_vouch_for_is_read_from_the_file(
     first = sink(tmp_path)
     state = first.start_file("t.csv")
     first.put_part("t.csv", state, 1, 0, b"abc")
+    if case == "another sink":
+        first.release()  # a clean end of its slice: the next writer adopts its copy
     second = sink(tmp_path) if case == "another sink" else first
     second.put_part("t.csv", state, 2, 3, b"XYZ" if case == "rewrite" else b"def")
     if case == "rewrite":  # the last part again, other bytes (a replay after a crash)
@@ -155,3 +159,81 @@ def test_a_digest_this_sink_cannot_vouch_for_is_read_from_the_file(
     sha = second.complete_file("t.csv", state, 6, [part(1, 3), part(2, 3)])
     assert (second.root / "t.csv").read_bytes() == b"abcdef"
     assert sha == hashlib.sha256(b"abcdef").hexdigest()
+
+
+def crc_part(number: int, data: bytes) -> PartRecord:
+    return PartRecord(number=number, rows=1, size=len(data), crc32c=google_crc32c.value(data))
+
+
+def test_a_writer_that_lost_its_task_writes_into_no_one_elses_bytes(tmp_path: Path) -> None:
+    """A zombie frozen between the fence and its write (SIGSTOP) wakes and writes other
+    bytes (its rows changed meanwhile) where the new owner already wrote: only its own
+    staged copy gets them, and once the file is complete it writes nothing at all."""
+    zombie = sink(tmp_path)
+    state = zombie.start_file("t.csv")
+    zombie.put_part("t.csv", state, 1, 0, b"abc")  # committed; then the zombie freezes
+    owner = sink(tmp_path)
+    p1, p2 = crc_part(1, b"abc"), crc_part(2, b"def")
+    assert owner.verify_parts("t.csv", state, [p1]) == 1
+    owner.put_part("t.csv", state, 2, 3, b"def")  # takes the committed bytes over
+    zombie.put_part("t.csv", state, 2, 3, b"XYZ!!")  # wakes: into its own copy
+    assert len(staged_copies(tmp_path / "out", "t.csv")) == 2
+    sha = owner.complete_file("t.csv", state, 6, [p1, p2])
+    assert (owner.root / "t.csv").read_bytes() == b"abcdef"
+    assert sha == hashlib.sha256(b"abcdef").hexdigest()
+    assert staged_copies(tmp_path / "out", "t.csv") == []  # the zombie's copy is gone
+    with pytest.raises(SinkError, match="another writer completed or removed this file"):
+        zombie.put_part("t.csv", state, 3, 8, b"late")
+    assert staged_copies(tmp_path / "out", "t.csv") == []
+    assert (owner.root / "t.csv").read_bytes() == b"abcdef"
+
+
+def test_a_sealed_copy_is_adopted_without_copying(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = sink(tmp_path)
+    state = first.start_file("t.csv")
+    first.put_part("t.csv", state, 1, 0, b"abc")
+    first.release()
+    [sealed] = staged_copies(tmp_path / "out", "t.csv")
+    assert sealed.name.endswith("~at-3")
+
+    def no_copy(*args: object) -> int:
+        raise AssertionError("a sealed copy was copied")
+
+    monkeypatch.setattr("egress.sinks.staged._copy_prefix", no_copy)
+    second = sink(tmp_path)
+    assert second.verify_parts("t.csv", state, [crc_part(1, b"abc")]) == 1
+    second.put_part("t.csv", state, 2, 3, b"def")
+    second.complete_file("t.csv", state, 6, [crc_part(1, b"abc"), crc_part(2, b"def")])
+    assert (second.root / "t.csv").read_bytes() == b"abcdef"
+
+
+def test_a_copy_without_the_committed_bytes_is_not_taken_over(tmp_path: Path) -> None:
+    first = sink(tmp_path)
+    state = first.start_file("t.csv")
+    first.put_part("t.csv", state, 1, 0, b"abc")
+    [copy] = staged_copies(tmp_path / "out", "t.csv")
+    copy.write_bytes(b"abX")  # changed outside egress
+    second = sink(tmp_path)
+    assert second.verify_parts("t.csv", state, [crc_part(1, b"abc")]) == 1  # sizes only
+    with pytest.raises(SinkError, match="holds its 3 committed bytes"):
+        second.put_part("t.csv", state, 2, 3, b"def")
+    assert staged_copies(tmp_path / "out", "t.csv") == [copy]
+
+
+def test_completing_again_after_a_crash_ignores_a_zombies_leftover_copy(tmp_path: Path) -> None:
+    """The file was renamed into place, then the process died before the checkpoint said
+    so; a zombie's copy with bytes it never committed is still there. Completing again
+    finds the final file, leaves it alone and removes the copy."""
+    owner = sink(tmp_path)
+    state = owner.start_file("t.csv")
+    owner.put_part("t.csv", state, 1, 0, b"abcdef")
+    owner.complete_file("t.csv", state, 6, [crc_part(1, b"abcdef")])
+    zombie_copy = tmp_path / "out" / ".egress" / "staging" / f"t.csv~{state['id']}~zombie"
+    zombie_copy.write_bytes(b"XXXXXXXXXX")
+    again = sink(tmp_path)
+    sha = again.complete_file("t.csv", state, 6, [crc_part(1, b"abcdef")])
+    assert sha == hashlib.sha256(b"abcdef").hexdigest()
+    assert (again.root / "t.csv").read_bytes() == b"abcdef"
+    assert staged_copies(tmp_path / "out", "t.csv") == []

@@ -15,6 +15,7 @@ from egress.domain.checkpoint import Checkpoint, FileRecord, OpenFile, PartRecor
 from egress.domain.crc import crc32c_base64, crc32c_combine, crc32c_concat
 from egress.engine.resume import rewind_open_file, verify_open_file
 from egress.sinks.local import LocalSink
+from staging import staged_copy
 
 
 def test_crc32c_combine_matches_computing_over_the_bytes() -> None:
@@ -113,7 +114,7 @@ def test_a_local_staged_file_cut_short_is_repaired_on_resume(
     egress.export(source, ["t"], to=tmp_path / "ref", **opts)
     stop = _StopAfter(6)
     egress.export(source, ["t"], to=tmp_path / "out", progress=stop, should_stop=stop, **opts)
-    staged = tmp_path / "out" / ".egress" / "staging" / "t.csv.gz"
+    staged = staged_copy(tmp_path / "out", "t.csv.gz")  # sealed: the run stopped cleanly
     state = json.loads((tmp_path / "out" / ".egress" / "state.json").read_text())
     first = state["tasks"]["t"]["checkpoint"]["open_file"]["parts"][0]["size"]
     with open(staged, "r+b") as f:  # lose everything after the first part (or all)

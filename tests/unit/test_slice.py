@@ -26,6 +26,7 @@ from egress.engine.slice import Task, run_slice
 from egress.exceptions import DataError, LeaseLostError
 from egress.sinks.local import LocalSink
 from egress.sources.sqlite import SqliteSource
+from staging import staged_copy
 
 ROWS = 50
 
@@ -255,8 +256,7 @@ def test_part_overrunning_deadline_plus_grace_is_dropped(tmp_path: Path) -> None
     assert store.commits == 1 and cp.rows == 5 and cp == store.load()
     # nothing of the dropped part reached the sink
     assert cp.open_file is not None
-    staged = out / ".egress" / "staging" / cp.open_file.name
-    assert staged.stat().st_size == cp.open_file.size
+    assert staged_copy(out, cp.open_file.name).stat().st_size == cp.open_file.size
 
 
 def test_part_in_hand_is_finished_within_grace(tmp_path: Path) -> None:
@@ -290,8 +290,7 @@ def test_lost_lease_stops_writing_at_once(tmp_path: Path) -> None:
     assert cp.rows == 10 and cp.open_file is not None and cp.open_file.size == sizes[1]
     # the third part was stored before its commit failed (the next owner replaces it);
     # nothing was written after that
-    staged = out / ".egress" / "staging" / cp.open_file.name
-    assert staged.stat().st_size == sizes[2]
+    assert staged_copy(out, cp.open_file.name).stat().st_size == sizes[2]
 
 
 def test_table_ending_on_a_part_boundary_adds_no_empty_part(tmp_path: Path) -> None:

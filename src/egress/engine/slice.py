@@ -338,7 +338,9 @@ def run_slice(task: Task, checkpoint: Checkpoint, deadline: float) -> Checkpoint
     finally:
         task.close_pages()  # pages read ahead and not committed are dropped
         committer.close()
-    return committer.result()
+    cp = committer.result()
+    task.sink.release()  # every part stored is committed: the next writer may take over
+    return cp
 
 
 class _Committer:

@@ -58,6 +58,11 @@ class Sink(Protocol):
         """Drop an unfinished file and whatever was stored of it."""
         ...
 
+    def release(self) -> None:
+        """A slice ended with every part it stored committed: what this writer holds may
+        be taken over by the next one (local: its staged copies are sealed)."""
+        ...
+
     def put_object(self, name: str, data: bytes) -> None:
         """Store a small object atomically (manifest, ``_SUCCESS``)."""
         ...

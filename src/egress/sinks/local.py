@@ -4,6 +4,11 @@ The staged file lives in ``ROOT/.egress/staging/`` on the same file system, so t
 rename is atomic: a reader never sees a partial file under the final name. Storing
 part *n* writes at the part's offset, which makes rewriting an uncommitted part after a
 crash replace it; the file is cut to its committed size when it is completed.
+
+Each writer (this sink object: one slice under one lease, or one one-shot run) writes
+its own staged copy, handed from slice to slice without copying (sinks/staged.py): a
+writer that lost its lease writes into no one else's bytes. Files started before that
+(a ``sink_state`` without an ``id``) go on in the one shared staged file of old.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import errno
 import hashlib
 import os
 import secrets
+import shutil
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +29,7 @@ from egress.domain.checkpoint import PartRecord
 from egress.domain.filenames import safe_base_name
 from egress.exceptions import SinkError
 from egress.sinks.oserrors import destination_error, writing
+from egress.sinks.staged import StagedCopies, new_file_id
 
 STAGING = Path(".egress") / "staging"
 
@@ -59,6 +66,7 @@ class LocalSink:
             raise SinkError(f"output directory {self.root} is not writable")
         self._digests: dict[str, _Digest] = {}
         self._hashing: ThreadPoolExecutor | None = None
+        self._copies = StagedCopies(self.root / STAGING, fsync=fsync)
 
     def path(self, name: str) -> Path:
         """The final path of ``name``, which must stay inside the root."""
@@ -72,24 +80,23 @@ class LocalSink:
         return self.root / STAGING / name.replace("/", "__")
 
     def start_file(self, name: str, earlier: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-        staged = self._staged(name)
-        with writing(staged):
-            staged.parent.mkdir(parents=True, exist_ok=True)
-            # Never truncate here: a writer that lost its lease may still call this while
-            # the new owner appends to the same staged file.
-            staged.touch(exist_ok=True)
-        return {}
+        """A new file's id; its staged copy is made by the first part (sinks/staged.py)."""
+        self._staged(name)  # validates the name
+        return {"id": new_file_id()}
 
     def put_part(
         self, name: str, state: dict[str, Any], number: int, offset: int, data: bytes
     ) -> str | None:
-        """Write the part at its offset without truncating: a fenced-off writer replays the
-        same deterministic bytes at the same offset, which does no harm, while a truncate
-        would cut parts the new owner committed. Bytes past the committed end (a part that
-        was never committed) are cut in complete_file."""
+        """Write the part at its offset in this writer's staged copy, without truncating:
+        bytes past the committed end (a part that was never committed) are cut in
+        complete_file. A copy that is gone (its file was completed by another writer)
+        is not made again."""
+        legacy = not state.get("id")  # started before staged copies: one shared file
         staged = self._staged(name)
         try:
-            fd = os.open(staged, os.O_WRONLY | os.O_CREAT, 0o644)
+            if not legacy:
+                staged = self._copies.target(name, state, offset)
+            fd = os.open(staged, os.O_WRONLY | (os.O_CREAT if legacy else 0), 0o644)
             try:
                 size = os.fstat(fd).st_size
                 if size < offset:
@@ -108,6 +115,13 @@ class LocalSink:
             finally:
                 os.close(fd)
             self._hash(name, offset, data)
+        except FileNotFoundError as exc:
+            if legacy:
+                raise destination_error(exc, f"cannot write {staged}") from exc
+            # never made again: the file was completed or removed by another writer (this
+            # one lost its task), or its export's staging area was removed
+            raise SinkError(f"the staged copy {staged} is gone: another writer completed "
+                            "or removed this file") from exc
         except OSError as exc:
             raise destination_error(exc, f"cannot write {staged}") from exc
         return None
@@ -115,8 +129,11 @@ class LocalSink:
     def complete_file(
         self, name: str, state: dict[str, Any], size: int, parts: Sequence[PartRecord] = ()
     ) -> str | None:
-        staged, final = self._staged(name), self.path(name)
-        if staged.exists():
+        final = self.path(name)
+        staged: Path | None = self._staged(name)
+        if state.get("id"):
+            staged = self._completing(name, state, size, parts, final)
+        if staged is not None and staged.exists():
             actual = staged.stat().st_size
             if actual < size:
                 raise SinkError(f"staged file {staged} holds {actual} bytes, expected {size}")
@@ -127,6 +144,9 @@ class LocalSink:
                         os.fsync(f.fileno())
                 final.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(staged, final)
+            if state.get("id"):
+                self._copies.drop(name)
+                self._copies.remove_others(name, state, keep=None)  # a zombie's copy
         elif not final.exists() or final.stat().st_size != size:
             raise SinkError(f"neither a staged nor a final file for {name!r} of {size} bytes")
         digest = self._digests.pop(name, None)
@@ -157,24 +177,62 @@ class LocalSink:
 
     def verify_parts(self, name: str, state: dict[str, Any], parts: Sequence[PartRecord]) -> int:
         """Parts that fit in the staged file (sizes only: re-reading it every slice would
-        cost as much as writing it); all of them if the file is already final."""
+        cost as much as writing it); all of them if the file is already final. A copy
+        is checked against the CRC32C when it is taken over (sinks/staged.py)."""
+        if state.get("id"):
+            self._copies.remember(name, parts)
+            held_bytes = self._copies.held_bytes(name, state)
+            if held_bytes is None:
+                final = self.path(name)
+                done = final.exists() and final.stat().st_size == sum(p.size for p in parts)
+                return len(parts) if done else 0
+            return _parts_within(parts, held_bytes)
         staged, final = self._staged(name), self.path(name)
         if not staged.exists():
             done = final.exists() and final.stat().st_size == sum(p.size for p in parts)
             return len(parts) if done else 0
-        held, end, agreed = staged.stat().st_size, 0, 0
-        for p in parts:
-            end += p.size
-            if end > held:
-                break
-            agreed += 1
-        return agreed
+        return _parts_within(parts, staged.stat().st_size)
 
     def abort_file(self, name: str, state: dict[str, Any]) -> None:
         self._digests.pop(name, None)
         staged = self._staged(name)
         with writing(staged, "remove"):
             staged.unlink(missing_ok=True)
+            if state.get("id"):
+                self._copies.drop(name)
+                self._copies.remove_others(name, state, keep=None)
+
+    def release(self) -> None:
+        """The slice ended with every stored part committed: seal this writer's copies
+        for the next writer to adopt (sinks/staged.py)."""
+        with writing(self.root / STAGING):
+            self._copies.seal()
+
+    def remove_staging(self) -> None:
+        """Remove the staging area (and ``.egress`` if that leaves it empty) once every
+        file is final: a writer that lost its task and wakes later finds nowhere to write
+        (staged copies are never made in a missing folder)."""
+        shutil.rmtree(self.root / STAGING, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (self.root / STAGING).parent.rmdir()
+
+    def _completing(self, name: str, state: dict[str, Any], size: int,
+                    parts: Sequence[PartRecord], final: Path) -> Path | None:
+        """The staged copy to complete ``name`` from: this writer's, else one taken over
+        (adopted, or copied and checked); None when there is no copy left (completed)."""
+        mine = self._copies.mine(name)
+        if mine is not None and mine.exists():
+            return mine
+        self._copies.drop(name)
+        if final.exists() and final.stat().st_size == size:
+            # completed before (a crash came before the checkpoint recorded it)
+            self._copies.remove_others(name, state, keep=None)
+            return None
+        if not self._copies.copies(name, state):
+            return None
+        self._copies.remember(name, parts)
+        with writing(final):
+            return self._copies.target(name, state, size)
 
     def put_object(self, name: str, data: bytes) -> None:
         final = self.path(name)
@@ -237,6 +295,17 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
         if written <= 0:
             raise OSError(errno.EIO, "the file system accepted no more bytes")
         done += written
+
+
+def _parts_within(parts: Sequence[PartRecord], held: int) -> int:
+    """How many of ``parts``, from the first, end within ``held`` bytes."""
+    end = agreed = 0
+    for p in parts:
+        end += p.size
+        if end > held:
+            break
+        agreed += 1
+    return agreed
 
 
 def sha256_file(path: Path) -> str:

@@ -133,6 +133,10 @@ class S3Sink:
         #: an outage of a few seconds (a restart, a failover, throttling) is ridden out
         self.retry_seconds = retry_seconds
         self._sleep = sleep
+        #: upload id → key of every upload this sink object created and did not complete
+        #: or abort: one it did not hand to a committed checkpoint is aborted when its
+        #: slice ends (``abort_unused_uploads``)
+        self.created: dict[str, str] = {}
         self.client = client or make_client(
             endpoint_url=endpoint_url, region=region, profile=profile,
             aws_access_key_id=aws_access_key_id, aws_secret_access_key=aws_secret_access_key,
@@ -152,6 +156,7 @@ class S3Sink:
         safe = [safe_base_name(s) for s in segments]
         child.prefix = "/".join([self.prefix, *safe] if self.prefix else safe)
         child.location = f"s3://{self.bucket}/{child.prefix}"
+        child.created = {}
         return child
 
     # --- keys and requests ------------------------------------------------------------
@@ -236,10 +241,15 @@ class S3Sink:
         if self.checksum == "full_object":
             kwargs["ChecksumType"] = "FULL_OBJECT"
         resp = self._call("create_multipart_upload", key, **kwargs)
+        self.created[resp["UploadId"]] = key
         log.info("s3 upload started key=%s", key, extra={"key": key})
         # Any other upload of this key is one this file will never use: a create whose
         # reply was lost (and was retried), an earlier attempt that is starting over, a
-        # fenced-off writer's. Abort them now rather than leave them to the daily sweep.
+        # fenced-off writer's. Abort them now rather than leave them to the daily sweep:
+        # the recorded ones by id (a listing may lag), then whatever the listing shows.
+        for e in earlier:
+            if e.get("upload_id") and e["upload_id"] != resp["UploadId"]:
+                self.abort_file(name, {"key": key, "upload_id": e["upload_id"]})
         stale = self.abort_orphaned_uploads(-3600.0, names=[name], keep=[resp["UploadId"]])
         if stale:
             log.info("s3 aborted %d earlier uploads of key=%s", stale, key,
@@ -330,6 +340,7 @@ class S3Sink:
                 f"s3://{self.bucket}/{key} was completed by another upload; egress never "
                 "overwrites an object (a late writer that lost its task?)"
             ) from exc
+        self.created.pop(state["upload_id"], None)
         log.info("s3 upload completed key=%s size=%d parts=%d", key, size, len(parts),
                  extra={"key": key, "size": size})
         return self._sha256(key, state, size)
@@ -351,12 +362,29 @@ class S3Sink:
         if not state.get("upload_id"):
             return
         key = state["key"]
+        self.created.pop(state["upload_id"], None)
         try:
             self._call("abort_multipart_upload", key, expect=("NoSuchUpload",),
                        Key=key, UploadId=state["upload_id"])
         except ClientError:
             return  # already aborted or completed
         log.info("s3 upload aborted key=%s", key, extra={"key": key})
+
+    def release(self) -> None:
+        """Nothing to hand over: an upload is the same for every writer."""
+
+    def abort_unused_uploads(self, keep: Collection[str]) -> int:
+        """Abort every upload this sink created that is not in ``keep`` (the uploads of
+        the task's committed checkpoint) and was not completed: one whose id no commit
+        recorded (a slice that failed, was fenced or stopped before its first part was
+        committed) is one no later slice can find or use. Returns how many."""
+        unused = [(u, k) for u, k in self.created.items() if u not in keep]
+        for upload_id, key in unused:
+            self.abort_file(key, {"key": key, "upload_id": upload_id})
+        if unused:
+            log.info("s3 aborted %d uploads no checkpoint recorded", len(unused),
+                     extra={"count": len(unused)})
+        return len(unused)
 
     def verify_parts(self, name: str, state: dict[str, Any], parts: Sequence[PartRecord]) -> int:
         """How many of ``parts``, from the first, the server holds as the checkpoint says

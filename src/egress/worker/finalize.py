@@ -63,6 +63,10 @@ def finalize_export(store: WorkerStore, settings: Settings, export_id: str) -> b
     write_manifest(sink, manifest)
     completed = store.export_complete(export_id, manifest)
     if completed:
+        # no writer is left: a late one (a zombie) finds no staging area to write into
+        remove_staging = getattr(sink, "remove_staging", None)
+        if remove_staging is not None:
+            remove_staging()
         log.info("export completed", extra={
             "export": export_id, "rows": manifest["total_rows"],
             "bytes": manifest["total_bytes"], "files": len(manifest["files"])})

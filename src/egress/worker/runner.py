@@ -43,6 +43,22 @@ def _message(exc: BaseException) -> str:
     return describe_failure(exc)  # the detail; the store shows API callers its .public
 
 
+def _abort_unused_uploads(sink: object, recorded: Checkpoint | None, task_id: str) -> None:
+    """At the end of a slice, however it ended: abort the uploads the slice created that
+    its task's checkpoint does not record (docs/s3.md). Never raises: the reconciler's
+    sweep is the backstop."""
+    abort = getattr(sink, "abort_unused_uploads", None)
+    if abort is None:
+        return
+    of = recorded.open_file if recorded is not None else None
+    keep = {of.sink_state["upload_id"]} if of and of.sink_state.get("upload_id") else set()
+    try:
+        abort(keep)
+    except Exception as exc:
+        log.warning("could not abort unused uploads; the orphan sweep will",
+                    extra={"task": task_id, "error": _message(exc)})
+
+
 class TaskRunner:
     def __init__(
         self,
@@ -93,6 +109,12 @@ class TaskRunner:
                 log.warning("lease lost; stopped writing", extra={"task": task.id})
                 return "lost"
             except Exception as exc:
+                if self._lost(task, lease):
+                    # another worker owns the task (or finished it): what went wrong here
+                    # (a staged copy it completed, an upload it finished) is no failure
+                    log.warning("lease lost; stopped writing", extra={
+                        "task": task.id, "error": _message(exc)})
+                    return "lost"
                 return self._failed(task, exc)
 
     def _slice(self, task: TaskRecord, export: ExportRecord, lease: LeaseKeeper) -> str:
@@ -114,6 +136,7 @@ class TaskRunner:
             source.close()
             raise
         committed: Checkpoint | None = None
+        recorded: Checkpoint | None = None  # the task's checkpoint as the store has it
         try:
             if info is None:
                 info = source.describe(task.table)
@@ -143,10 +166,10 @@ class TaskRunner:
                 pending_spec = spec.to_json()
             cp = Checkpoint.from_json(task.checkpoint) if task.checkpoint else Checkpoint()
             labels = (export.format, self._destination_type(export))
-            last = cp  # the metrics count what each commit adds
+            last = recorded = cp  # the metrics count what each commit adds
 
             def commit(new: Checkpoint) -> None:
-                nonlocal pending_spec, committed, last
+                nonlocal pending_spec, committed, last, recorded
                 if lease.lost:
                     raise LeaseLostError(f"task {task.id}: lease lost")
                 ok = self.store.task_commit(
@@ -156,7 +179,7 @@ class TaskRunner:
                 if not ok:
                     LEASE_LOSSES.labels("fenced").inc()
                     raise LeaseLostError(f"task {task.id}: lease lost")
-                pending_spec, committed = None, new
+                pending_spec, committed, recorded = None, new, new
                 ROWS_EXPORTED.labels(*labels).inc(max(0, new.rows - last.rows))
                 BYTES_EXPORTED.labels(*labels).inc(max(0, new.bytes - last.bytes))
                 last = new
@@ -193,6 +216,7 @@ class TaskRunner:
                 "total_rows": cp.rows, "done": cp.done})
         finally:
             source.close()
+            _abort_unused_uploads(sink, recorded, task.id)
         if lease.lost:
             return "lost"
         if cp.done:
@@ -207,6 +231,20 @@ class TaskRunner:
         if not self.store.task_requeue(task.id, token):
             return self._fenced()
         return "cancelled" if lease.cancelled else "requeued"
+
+    def _lost(self, task: TaskRecord, lease: LeaseKeeper) -> bool:
+        """Whether the task's lease is no longer this worker's (a failure then is not
+        the task's: it is neither retried nor failed by this worker)."""
+        assert task.lease_token is not None
+        if lease.lost:
+            return True
+        try:
+            held = self.store.task_lease_held(task.id, task.lease_token)
+        except Exception:  # the store is away: the failure is handled as it comes
+            return False
+        if not held:
+            LEASE_LOSSES.labels("fenced").inc()
+        return not held
 
     @staticmethod
     def _fenced() -> str:
