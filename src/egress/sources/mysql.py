@@ -58,6 +58,7 @@ from egress.sources.mysql_catalog import (
     TABLES_SQL,
 )
 from egress.sources.mysql_errors import connect_error, errno_of, message_of, read_error
+from egress.sources.mysql_split import bounds_from_ranked, ranked_query, sample_step
 from egress.sources.mysql_types import BadValue, MyMapping, convert, map_type
 from egress.sources.predicate_sql import render_conditions
 from egress.sources.timestamps import instant_text
@@ -191,14 +192,15 @@ class MySqlSource:
             self._drop()
         return error
 
-    def _fetch(self, query: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def _fetch(self, query: str, args: tuple[Any, ...] = (),
+               what: str = "the MySQL catalog") -> list[tuple[Any, ...]]:
         self._end_stream()
         try:
             with self._connection().cursor() as cur:
                 cur.execute(query, args)
                 return list(cur.fetchall())
         except pymysql.err.MySQLError as exc:
-            raise self._error(exc, "the MySQL catalog") from None
+            raise self._error(exc, what) from None
 
     # --- catalog ------------------------------------------------------------------------
 
@@ -277,6 +279,25 @@ class MySqlSource:
             return int(self._fetch(f"SELECT count(*) FROM {quote_ident(table)}")[0][0])
         return None if rows is None else int(rows)
 
+    def split_points(self, table: TableInfo, count: int) -> list[Any]:
+        """Boundaries of ``count`` key ranges of ``table`` with about equal rows: at most
+        ``count - 1`` values of its first key column, strictly increasing in the column's
+        order (its collation), as the cursor holds them (engine/split.py;
+        sources/mysql_split.py)."""
+        plan = self._plan(table)
+        what = f"table {table.name!r} (planning its split)"
+        key = "t." + quote_ident(table.key_columns[0])
+        mapping = plan.mappings[plan.key_positions[0]]
+        (rows,) = self._fetch(f"SELECT count(*) FROM {plan.quoted}", what=what)[0]
+        ranked = self._fetch(ranked_query(plan.quoted, key, mapping.select.format(c=key)),
+                             (sample_step(int(rows), count),), what=what)
+        bounds = bounds_from_ranked(ranked, count)
+        try:  # the cursor's form: the Arrow value of the selected text, as the reads make
+            return list(convert(bounds, mapping).to_pylist())
+        except BadValue as bad:
+            raise DataError(f"table {table.name!r}, key column {table.key_columns[0]!r}: "
+                            f"{bad.reason}") from None
+
     # --- rows ---------------------------------------------------------------------------
 
     def _plan(self, table: TableInfo) -> _Plan:
@@ -303,6 +324,14 @@ class MySqlSource:
         if after is not None:
             condition, params = _after(keys, plan.key_binds, list(after))
             conditions.append(condition)
+        bounds = predicate.key_range if predicate is not None else None
+        if bounds is not None:  # a range of a split table: its first key column, bound
+            if bounds.lo is not None:  # like the cursor
+                conditions.append(f"{keys[0]} > {plan.key_binds[0]}")
+                params.append(bounds.lo)
+            if bounds.hi is not None:
+                conditions.append(f"{keys[0]} <= {plan.key_binds[0]}")
+                params.append(bounds.hi)
         types = {c.name: c.source_type.split("(", 1)[0].lower() for c in table.columns}
 
         def bind(column: str, value: Scalar) -> str:
@@ -311,7 +340,7 @@ class MySqlSource:
             params.append(value)
             return "%s"
 
-        conditions += render_conditions(predicate, col, bind)
+        conditions += render_conditions(predicate, col, bind, key_range_rendered=True)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         params.append(int(limit))
         query = (f"SELECT {', '.join(selects)} FROM {plan.quoted} AS t{where} "
