@@ -126,11 +126,11 @@ def test_auto_splits_only_tables_above_split_rows() -> None:
 def test_split_is_refused_where_it_cannot_be_honoured() -> None:
     with pytest.raises(ConfigError, match="not to a query"):
         check_split_export(4, kind="sqlite", query=True, remote=False, options={})
-    with pytest.raises(ConfigError, match="SQLite, PostgreSQL and DuckDB tables; this source is "
-                                          "trino"):
+    with pytest.raises(ConfigError, match="SQLite, PostgreSQL, DuckDB and MySQL/MariaDB "
+                                          "tables; this source is trino"):
         check_split_export(4, kind="trino", query=False, remote=True, options={})
-    with pytest.raises(ConfigError, match="this source is mysql"):
-        check_split_export("auto", kind="mysql", query=False, remote=False, options={})
+    check_split_export("auto", kind="mysql", query=False, remote=False, options={})
+    check_split_export(3, kind="mariadb", query=False, remote=False, options={})
     check_split_export("auto", kind="duckdb", query=False, remote=False, options={})
     with pytest.raises(ConfigError, match="csv_dialect postgres"):
         check_split_export(2, kind="postgresql", query=False, remote=False,

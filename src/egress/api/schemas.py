@@ -126,9 +126,9 @@ class ExportCreate(_Request):
         description="Read each table as N key ranges (2-64) by as many workers at once, or "
                     "`auto`: one range per `split_rows` estimated rows (setting, default "
                     "10M; smaller tables stay whole). Each range writes its own numbered "
-                    "files, in key order (events.r01-00001.csv…). SQLite, PostgreSQL and DuckDB "
-                    "tables only; not with a query. Default false: one task per table "
-                    "(docs/jobs.md, Splitting a big table).")
+                    "files, in key order (events.r01-00001.csv…). SQLite, PostgreSQL, DuckDB "
+                    "and MySQL/MariaDB tables only; not with a query. Default false: one task "
+                    "per table (docs/jobs.md, Splitting a big table).")
     snapshot: bool = Field(
         default=False,
         description="Read every table in one consistent snapshot (PostgreSQL sources): "

@@ -203,7 +203,8 @@ def jobs() -> None:
 @click.option("--split", default=None, metavar="N|auto",
               help="Read each table as N key ranges (2-64) by as many workers at once, or "
                    "auto (one per split_rows estimated rows); each range writes its own "
-                   "numbered files. SQLite, PostgreSQL and DuckDB tables (docs/jobs.md).")
+                   "numbered files. SQLite, PostgreSQL, DuckDB and MySQL/MariaDB tables "
+                   "(docs/jobs.md).")
 @click.option("--idempotency-key", help="The same key and request return the same export.")
 @json_option
 def jobs_create(

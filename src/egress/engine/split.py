@@ -17,7 +17,9 @@ from egress.exceptions import ConfigError
 from egress.sources.base import Source, TableInfo
 
 #: Source kinds whose tables can be split (their reads render a key range).
-SPLIT_SOURCES = ("sqlite", "postgresql", "postgres", "duckdb")
+SPLIT_SOURCES = ("sqlite", "postgresql", "postgres", "duckdb", "mysql", "mariadb")
+#: Who can be split, for error messages.
+SPLIT_WHO = "SQLite, PostgreSQL, DuckDB and MySQL/MariaDB tables"
 
 
 def check_split_export(split: int | str | None, *, kind: str, query: bool, remote: bool,
@@ -29,9 +31,8 @@ def check_split_export(split: int | str | None, *, kind: str, query: bool, remot
         raise ConfigError("split applies to tables, not to a query export: export the table, "
                           "or cut the query into several exports with WHERE clauses")
     if remote or kind not in SPLIT_SOURCES:
-        raise ConfigError(f"split applies to SQLite, PostgreSQL and DuckDB tables; this "
-                          f"source is "
-                          f"{kind} (export its tables without split)")
+        raise ConfigError(f"split applies to {SPLIT_WHO}; this source is {kind} (export "
+                          "its tables without split)")
     if options.get("csv_dialect") == "postgres":
         raise ConfigError("split does not apply to csv_dialect postgres (the server writes "
                           "the whole table); use the egress CSV dialect to split")
@@ -48,8 +49,8 @@ def plan_ranges(source: Source, table: TableInfo, split: int | str | None,
         raise ConfigError(f"table {table.name!r} has no key to split on")
     sample = getattr(source, "split_points", None)
     if sample is None:
-        raise ConfigError(f"split applies to SQLite, PostgreSQL and DuckDB tables; the source of "
-                          f"table {table.name!r} cannot be split")
+        raise ConfigError(f"split applies to {SPLIT_WHO}; the source of table "
+                          f"{table.name!r} cannot be split")
     bounds = sample(table, count)
     if not bounds:
         return None  # an empty table, or one key value: one task

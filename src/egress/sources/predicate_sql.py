@@ -29,7 +29,8 @@ def render_conditions(
         return []
     if predicate.key_range is not None and not key_range_rendered:
         raise ConfigError("this source cannot read a key range of a split table; "
-                          "split applies to SQLite, PostgreSQL and DuckDB tables")
+                          "split applies to SQLite, PostgreSQL, DuckDB and MySQL/MariaDB "
+                          "tables")
     out = []
     for c in predicate.conditions:
         col = column(c.column)
