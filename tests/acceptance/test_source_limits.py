@@ -37,7 +37,10 @@ def test_three_workers_run_at_most_two_tasks_of_a_source_limited_to_two(
     # three workers of two slots each: six slots for six tasks, two of them allowed
     settings = write_home(
         tmp_path / "home", store_url=store_url, sources={"main": source},
-        source_limits={"main": {"max_tasks": 2}},
+        # reads paced at 20k rows/s: a task's 12,000 rows take at least 0.6 s, so every
+        # task needs several 0.3 s slices however fast the machine is (on a quiet one
+        # each task once ran in a single slice, and the slots never changed hands)
+        source_limits={"main": {"max_tasks": 2, "max_rows_per_second": 20_000}},
         worker={"concurrency": 2, "slice_seconds": 0.3, "poll_seconds": 0.05,
                 "heartbeat_seconds": 0.3, "reconcile_seconds": 0.3},
     )
