@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> None:
                 store.migrate()
                 export, _ = create_export(store, settings, ExportRequest(
                     source="main", tables=(TABLE,), format=fmt,
-                    options={"split": args.ranges}))
+                    options={"split": args.ranges} if args.ranges > 1 else {}))
                 log = tmp / f"workers-{fmt}-{n}.log"
                 server0, workers0 = _server_cpu(server.datadir), _children_cpu()
                 started = time.monotonic()
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--formats", default="csv,parquet")
-    parser.add_argument("--ranges", type=int, default=4)
+    parser.add_argument("--ranges", type=int, default=4, help="1: not split (one task)")
     run(parser.parse_args())
 
 

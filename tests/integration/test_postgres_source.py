@@ -135,6 +135,33 @@ def test_tables_plain_and_schema_qualified(pg_url: str, source: PostgresSource) 
     assert [r["id"] for r in read_all(source, parted, 3)] == list(range(10))
 
 
+def test_a_big_table_is_estimated_from_the_catalog_not_counted(
+    pg_url: str, source: PostgresSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every table "bigger" than the exact-count bound: the estimate is the catalog's
+    # reltuples (1000 at the ANALYZE), not a count(*) of today's 1500 rows; a table not
+    # partitioned read as 0 bytes before, and was counted at every describe
+    monkeypatch.setattr("egress.sources.postgres.EXACT_COUNT_BYTES", 1)
+    run(
+        pg_url,
+        # no autovacuum: its ANALYZE would move the estimate to 1500 under the test
+        "CREATE TABLE big (id int PRIMARY KEY, v text) WITH (autovacuum_enabled = off)",
+        "INSERT INTO big SELECT i, repeat('x', 100) FROM generate_series(1, 1000) i",
+        "ANALYZE big",
+        "INSERT INTO big SELECT i, 'y' FROM generate_series(1001, 1500) i",
+        "CREATE TABLE parted (id int PRIMARY KEY) PARTITION BY RANGE (id)",
+        "CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100)",
+        "CREATE TABLE parted_2 PARTITION OF parted FOR VALUES FROM (100) TO (1000)",
+        "INSERT INTO parted SELECT generate_series(0, 299)",
+        "ANALYZE parted",
+    )
+    assert source.describe("big").row_estimate == 1000
+    assert source.describe("parted").row_estimate == 300
+    run(pg_url, "CREATE TABLE fresh (id int PRIMARY KEY) WITH (autovacuum_enabled = off)",
+        "INSERT INTO fresh VALUES (1)")
+    assert source.describe("fresh").row_estimate is None  # never analysed: unknown
+
+
 def test_composite_key_with_ties_pages_in_row_value_order(
     pg_url: str, source: PostgresSource
 ) -> None:

@@ -38,8 +38,15 @@ SELECT has_table_privilege(%(oid)s, 'SELECT') OR NOT EXISTS (
   WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped
     AND NOT has_column_privilege(%(oid)s, a.attnum, 'SELECT'))
 """
+#: Bytes, estimated rows and "never analysed" of a table, or of the leaf partitions of a
+#: partitioned one. ``pg_partition_tree`` lists nothing for a table that is not
+#: partitioned, so the table itself is named too (it was left out: every table read as
+#: 0 bytes and was counted with count(*) at every describe, once per slice).
 SIZE_SQL = """
 SELECT coalesce(sum(pg_relation_size(c.oid)), 0), coalesce(sum(greatest(c.reltuples, 0)), 0),
        bool_or(c.reltuples < 0)
-FROM pg_partition_tree(%s) p JOIN pg_class c ON c.oid = p.relid WHERE p.isleaf
+FROM pg_class c
+WHERE c.oid IN (SELECT %(oid)s::oid UNION ALL
+                SELECT p.relid FROM pg_partition_tree(%(oid)s::oid) p WHERE p.isleaf)
+  AND c.relkind NOT IN ('p', 'I')
 """

@@ -298,7 +298,7 @@ class PostgresSource:
         )
 
     def _estimate(self, relation: _Relation) -> int | None:
-        size, reltuples, never_analyzed = self._fetch(catalog.SIZE_SQL, (relation.oid,))[0]
+        size, reltuples, never_analyzed = self._fetch(catalog.SIZE_SQL, {"oid": relation.oid})[0]
         if size <= EXACT_COUNT_BYTES:
             query = sql.SQL("SELECT count(*) FROM {}.{}").format(
                 sql.Identifier(relation.schema), sql.Identifier(relation.name)
