@@ -25,7 +25,7 @@ from egress.domain.predicate import Predicate
 from egress.domain.ranges import KeyRange, check_split, range_count
 from egress.engine.copied import check_server_csv
 from egress.engine.manifest import MANIFEST, SUCCESS
-from egress.engine.plan import plan_task
+from egress.engine.plan import fit_part_budget, plan_task
 from egress.engine.selection import check_selection
 from egress.engine.sizes import SizeLimits
 from egress.engine.split import check_split_export, plan_ranges
@@ -358,9 +358,6 @@ def stitched_split(options: dict[str, Any]) -> bool:
 
 def check_stitched_export(settings: Settings, destination: str, url: str) -> None:
     """Refuse a stitched split where this version cannot stitch."""
-    if settings.destination(destination).get("type", "local") != "local":
-        raise ConfigError("a stitched split (split_files: false) is built for local "
-                          "destinations only so far; use split_files: true on S3")
     if source_kind(url) not in STITCH_SOURCES:
         raise ConfigError(f"a stitched split (split_files: false) applies to {STITCH_WHO}; "
                           "use split_files: true (each range its own files)")
@@ -374,11 +371,15 @@ def _plan_splits(settings: Settings, url: str, infos: list[TableInfo],
     table's spec now too, and cuts it at exact row numbers (engine/stitch.py)."""
     out: dict[str, list[tuple[KeyRange, TaskSpec | None]]] = {}
     split = options["split"]
+    # a stitched range is planned now, as the whole table's task would be by a worker:
+    # with the sink's smallest part and most parts (no sink is opened: no request made)
+    dest = settings.destination(request.destination)
+    sink = None if dest.get("type", "local") == "local" else sink_from_destination(dest)
     source = open_export_source(settings, url)
     try:
         for info in infos:
             if stitched_split(options):
-                specs = _plan_stitched(settings, source, info, request, options)
+                specs = _plan_stitched(settings, source, info, request, options, sink)
                 if specs:
                     out[info.name] = [(s.key_range, s) for s in specs if s.key_range]
                 continue
@@ -391,7 +392,8 @@ def _plan_splits(settings: Settings, url: str, infos: list[TableInfo],
 
 
 def _plan_stitched(settings: Settings, source: Source, info: TableInfo,
-                   request: ExportRequest, options: dict[str, Any]) -> list[TaskSpec] | None:
+                   request: ExportRequest, options: dict[str, Any],
+                   sink: Sink | None) -> list[TaskSpec] | None:
     count = range_count(options["split"], info.row_estimate, settings.export.split_rows)
     if count < 2:
         return None
@@ -402,11 +404,14 @@ def _plan_stitched(settings: Settings, source: Source, info: TableInfo,
         source, info, format=request.format, compression=request.compression,
         part_size=options.get("part_size") or defaults.part_size,
         part_rows=options.get("part_rows"), max_file_size=None,
-        min_part_bytes=0, options=format_options_of(options),
+        min_part_bytes=sink.min_part_bytes if sink is not None else 0,
+        options=format_options_of(options),
         columns=tuple(columns) if columns else None,
         predicate=Predicate.from_json(select.get("filters")),
         limits=SizeLimits(defaults.max_value_bytes, defaults.max_page_bytes),
     )
+    spec = fit_part_budget(spec, info, options.get("part_size") or defaults.part_size,
+                           sink.max_parts if sink is not None else None)
     return plan_stitched(source, info, spec, count)
 
 
@@ -548,6 +553,9 @@ def remove_outputs(store: WorkerStore, settings: Settings, export: ExportRecord)
             sink.abort_file(cp.open_file.name, cp.open_file.sink_state)
         for f in cp.files:
             sink.delete(f.name)
+        stitched = (task.spec or {}).get("stitch_name")
+        if stitched:  # a stitched split's file, if the finalize that made it then failed
+            sink.delete(stitched)
     abort = getattr(sink, "abort_orphaned_uploads", None)
     if abort is not None:
         abort(0.0)  # uploads a crash left unrecorded: the export owns its whole prefix
