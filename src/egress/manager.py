@@ -25,7 +25,7 @@ from egress.domain.predicate import Predicate
 from egress.domain.ranges import KeyRange, check_split, range_count
 from egress.engine.copied import check_server_csv
 from egress.engine.manifest import MANIFEST, SUCCESS
-from egress.engine.plan import fit_part_budget, plan_task
+from egress.engine.plan import plan_task
 from egress.engine.selection import check_selection
 from egress.engine.sizes import SizeLimits
 from egress.engine.split import check_split_export, plan_ranges
@@ -410,9 +410,9 @@ def _plan_stitched(settings: Settings, source: Source, info: TableInfo,
         predicate=Predicate.from_json(select.get("filters")),
         limits=SizeLimits(defaults.max_value_bytes, defaults.max_page_bytes),
     )
-    spec = fit_part_budget(spec, info, options.get("part_size") or defaults.part_size,
-                           sink.max_parts if sink is not None else None)
-    return plan_stitched(source, info, spec, count)
+    return plan_stitched(source, info, spec, count,
+                         part_size=options.get("part_size") or defaults.part_size,
+                         max_parts=sink.max_parts if sink is not None else None)
 
 
 def _range_estimate(estimate: int | None, key_range: KeyRange | None) -> int | None:

@@ -25,6 +25,7 @@ import google_crc32c
 from egress.domain.checkpoint import Checkpoint, FileRecord, TaskSpec
 from egress.domain.crc import crc32c_concat
 from egress.domain.ranges import KeyRange, ranges_from_bounds
+from egress.engine.plan import fit_part_budget
 from egress.engine.selection import selected_schema
 from egress.exceptions import ConfigError, SinkError
 from egress.formats import get_compression, make_format
@@ -58,18 +59,27 @@ def chunk_bounds(rows: int, part_rows: int, count: int) -> list[int]:
     return [(k * chunks // count) * part_rows for k in range(1, count)]
 
 
-def plan_stitched(source: Source, table: TableInfo, spec: TaskSpec,
-                  count: int) -> list[TaskSpec] | None:
+def plan_stitched(source: Source, table: TableInfo, spec: TaskSpec, count: int, *,
+                  part_size: int = 0, max_parts: int | None = None) -> list[TaskSpec] | None:
     """The specs of ``count`` stitched ranges of ``table`` (None: too small to split),
-    ``spec`` being the single task's plan."""
+    ``spec`` being the single task's plan before the sink's part budget (``max_parts``,
+    fitted here to the exact row count the boundaries are counted from)."""
     check_stitched(table, spec)
     rows_at = getattr(source, "key_at_rows", None)
     if rows_at is None:
         raise ConfigError(f"a stitched split (one file) applies to {STITCH_WHO}; use "
                           "split_files: true (each range its own files)")
-    total, values = rows_at(table, lambda rows: chunk_bounds(rows, spec.part_rows, count))
+    fitted = [spec]
+
+    def ends_of(rows: int) -> list[int]:
+        fitted[0] = fit_part_budget(spec, dataclasses.replace(table, row_estimate=rows),
+                                    part_size, max_parts)
+        return chunk_bounds(rows, fitted[0].part_rows, count)
+
+    total, values = rows_at(table, ends_of)
     if not values:
         return None
+    spec = fitted[0]
     ends = chunk_bounds(total, spec.part_rows, count)
     ranges: list[KeyRange] = ranges_from_bounds(table.key_columns[0], values)
     starts = [0, *ends]
