@@ -64,14 +64,16 @@ EXPORT_OPTIONS = {
     "query": 'a read-only query instead of tables: {"sql": "SELECT …", "key": ["id"], '
              '"name": "query"} (the key: unique, NOT NULL result columns)',
     "split": "N (2-64), \"auto\" or false: read each table as N key ranges by as many "
-             "workers at once, each range its own numbered files (SQLite, PostgreSQL "
-             "and DuckDB tables; docs/jobs.md, Splitting a big table)",
+             "workers at once (SQLite, PostgreSQL, DuckDB and MySQL/MariaDB tables; "
+             "docs/jobs.md, Splitting a big table)",
     "split_files": "with split: true, each range its own numbered files; false, one file "
                    "per table with the bytes one task would write (SQLite and PostgreSQL "
-                   "tables with a one-column key, local destinations)",
+                   "tables with a one-column key); absent: one file where that applies",
 }
-#: ``split_files`` when a split export does not say (docs/jobs.md, Splitting a big table).
-SPLIT_FILES_DEFAULT = True
+#: A split export that does not say ``split_files`` is stitched (one file per table, the
+#: bytes one task would write) wherever a stitched split applies, and writes each range's
+#: own files elsewhere (docs/jobs.md, Splitting a big table).
+STITCH_BY_DEFAULT = True
 
 
 def check_project(name: str) -> str:
@@ -148,9 +150,7 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
                               f"got {checked['split_files']!r}")
         if "split" not in checked:
             raise ConfigError("split_files applies to a split export: give split too")
-        if checked["split_files"] == SPLIT_FILES_DEFAULT:
-            del checked["split_files"]  # the default: the same request as without it
-    if stitched_split(checked) and checked.get("max_file_size"):
+    if split_layout(checked) == "stitched" and checked.get("max_file_size"):
         raise ConfigError("a stitched split (split_files: false) writes one file per table: "
                           "max_file_size needs split_files: true")
     if checked.get("snapshot") and checked.get("csv_dialect") == "postgres":
@@ -303,7 +303,7 @@ def create_export_planned(
                               "with a WHERE clause instead")
     if options.get("csv_dialect") == "postgres":
         _check_server_csv(source, request.format, infos, options.get("select") or {})
-    if stitched_split(options):
+    if split_layout(options) == "stitched":
         check_stitched_export(settings, request.destination, url)
     ranges = (_plan_splits(settings, url, infos, request, options)
               if options.get("split") else {})
@@ -351,9 +351,22 @@ def create_export_planned(
     return stored, created, tasks if created else None
 
 
-def stitched_split(options: dict[str, Any]) -> bool:
-    """Whether a split export joins each table's ranges into one file (engine/stitch.py)."""
-    return bool(options.get("split")) and not options.get("split_files", SPLIT_FILES_DEFAULT)
+def split_layout(options: dict[str, Any], url: str | None = None) -> str | None:
+    """How a split export writes a table: ``stitched`` (one file, engine/stitch.py; asked
+    for with ``split_files: false``: refused where it cannot be), ``files`` (each range
+    its own files), ``auto`` (stitched where it applies, else files: the default), or
+    None (not split). With ``url``, ``auto`` is decided as far as the export's source
+    and options decide it (a table's key and filters decide the rest)."""
+    if not options.get("split"):
+        return None
+    given = options.get("split_files")
+    if given is not None:
+        return "files" if given else "stitched"
+    if not STITCH_BY_DEFAULT or options.get("max_file_size"):
+        return "files"
+    if url is not None and source_kind(url) not in STITCH_SOURCES:
+        return "files"
+    return "auto"
 
 
 def check_stitched_export(settings: Settings, destination: str, url: str) -> None:
@@ -371,6 +384,7 @@ def _plan_splits(settings: Settings, url: str, infos: list[TableInfo],
     table's spec now too, and cuts it at exact row numbers (engine/stitch.py)."""
     out: dict[str, list[tuple[KeyRange, TaskSpec | None]]] = {}
     split = options["split"]
+    layout = split_layout(options, url)
     # a stitched range is planned now, as the whole table's task would be by a worker:
     # with the sink's smallest part and most parts (no sink is opened: no request made)
     dest = settings.destination(request.destination)
@@ -378,11 +392,17 @@ def _plan_splits(settings: Settings, url: str, infos: list[TableInfo],
     source = open_export_source(settings, url)
     try:
         for info in infos:
-            if stitched_split(options):
-                specs = _plan_stitched(settings, source, info, request, options, sink)
-                if specs:
-                    out[info.name] = [(s.key_range, s) for s in specs if s.key_range]
-                continue
+            if layout in ("stitched", "auto"):
+                try:
+                    specs = _plan_stitched(settings, source, info, request, options, sink)
+                except ConfigError:
+                    if layout == "stitched":
+                        raise
+                    specs = []  # auto: this table (its key, its filters) in range files
+                else:
+                    if specs:
+                        out[info.name] = [(s.key_range, s) for s in specs if s.key_range]
+                    continue
             ranges = plan_ranges(source, info, split, settings.export.split_rows)
             if ranges:
                 out[info.name] = [(r, None) for r in ranges]

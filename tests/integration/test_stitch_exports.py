@@ -158,3 +158,49 @@ def test_s3_stitched_split_is_byte_identical(tmp_path: Path, s3: Any, fmt: str,
         assert s3.uploads("egress/") == []
     finally:
         store.close()
+
+
+def test_default_split_is_stitched_where_it_applies(tmp_path: Path) -> None:
+    """Without split_files: a one-column key is stitched; a composite key, filters or
+    max_file_size write range files; split_files: true always writes range files."""
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from egress.cli import main
+
+    source = sqlite_source(tmp_path / "source.db", rows=3000)
+    conn = sqlite3.connect(tmp_path / "source.db")
+    conn.execute("CREATE TABLE pairs (a INTEGER, b INTEGER, PRIMARY KEY (a, b))")
+    conn.executemany("INSERT INTO pairs VALUES (?, ?)", ((i // 3, i) for i in range(3000)))
+    conn.commit()
+    conn.close()
+    settings = write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 's.db'}",
+                          sources={"main": source}, worker=WORKER)
+    store = SqlJobStore(settings.store_url)
+    try:
+        store.migrate()
+
+        def specs(table: str, **options: Any) -> list[Any]:
+            export, _ = create_export(store, settings, ExportRequest(
+                source="main", tables=(table,), format="csv",
+                options={"split": 3, "part_rows": 500, **options}))
+            return [t.spec for t in store.task_list(export.id)]
+
+        stitched = specs("events")
+        assert len(stitched) == 3 and all(s["stitch_name"] == "events.csv" for s in stitched)
+        assert [s["stitch_rows_before"] for s in stitched] == [0, 1000, 2000]
+        assert specs("events", split_files=True) == [None] * 3  # planned by the worker
+        assert specs("events", max_file_size=10_000) == [None] * 3
+        assert specs("pairs") == [None] * 3  # composite key: range files
+        with pytest.raises(ConfigError, match="one-column key"):
+            specs("pairs", split_files=False)
+    finally:
+        store.close()
+    home = str(settings.home)
+    made = CliRunner().invoke(main, ["jobs", "create", "--home", home, "--source", "main",
+                                     "--table", "pairs", "--split", "2", "--no-split-files"])
+    assert made.exit_code != 0 and "one-column key" in made.output, made.output
+    made = CliRunner().invoke(main, ["jobs", "create", "--home", home, "--source", "main",
+                                     "--table", "pairs", "--split", "2", "--split-files"])
+    assert made.exit_code == 0, made.output

@@ -58,3 +58,44 @@ def test_parquet_piece_footer_moved_by_the_bytes_before_it() -> None:
 
     table = pq.read_table(io.BytesIO(fmt.header(SCHEMA) + b1 + p2 + tail))
     assert table.column("id").to_pylist() == list(range(200))
+
+
+def test_local_stitch_killed_midway_leaves_no_final_file_and_redoes(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+
+    import pytest
+
+    from egress.sinks import local
+    from egress.sinks.local import LocalSink
+
+    sink = LocalSink(tmp_path, fsync=False)
+    pieces = []
+    for k, data in enumerate([b"a" * 1000, b"b" * 10, b"", b"c" * 5000]):
+        name = f".egress/ranges/t.csv.r0{k + 1}"
+        (tmp_path / ".egress/ranges").mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+        pieces.append((name, len(data)))
+    want = b"a" * 1000 + b"b" * 10 + b"c" * 5000 + b"END"
+    calls = []
+    real = local._append_file
+
+    def dying(source, fd, offset, size):  # type: ignore[no-untyped-def]
+        calls.append(source)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # stands for a kill in the middle of the copy
+        return real(source, fd, offset, size)
+
+    monkeypatch.setattr(local, "_append_file", dying)
+    with pytest.raises(KeyboardInterrupt):
+        sink.stitch_file("t.csv", pieces, b"END", len(want))
+    assert not (tmp_path / "t.csv").exists()  # never a half file under the final name
+    assert all((tmp_path / p).exists() for p, _ in pieces)
+    monkeypatch.setattr(local, "_append_file", real)
+    sha = sink.stitch_file("t.csv", pieces, b"END", len(want))
+    assert (tmp_path / "t.csv").read_bytes() == want
+    assert sha == hashlib.sha256(want).hexdigest()
+    assert not any((tmp_path / p).exists() for p, _ in pieces)
+    # a redo after the pieces are gone (a kill after the rename, or a second finalizer)
+    assert sink.stitch_file("t.csv", pieces, b"END", len(want)) == sha
+    sink.remove_staging()
+    assert not (tmp_path / ".egress").exists()
