@@ -12,6 +12,7 @@ import pytest
 
 from egress.domain.jobs import ExportState
 from egress.exceptions import ConfigError
+from egress.export_view import export_view
 from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
 from jobsharness import drain_with_workers, write_home
@@ -46,6 +47,12 @@ def stitched_and_whole(tmp_path: Path, source: str, table: str, fmt: str,
         split, whole = store.export_get(None, split.id), store.export_get(None, whole.id)
         assert split.state is ExportState.COMPLETED, split.error_detail
         assert whole.state is ExportState.COMPLETED, whole.error_detail
+        # the view (jobs show, GET /v1/exports/{id}, downloads) offers the one file
+        (shown,) = export_view(store, split, settings).files
+        (listed,) = split.manifest["files"]
+        assert (shown.name, shown.rows, shown.bytes, shown.crc32c, shown.sha256) == (
+            listed["name"], listed["rows"], listed["bytes"], listed["crc32c"],
+            listed["sha256"])
         return settings, split, whole
     finally:
         store.close()
