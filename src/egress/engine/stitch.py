@@ -25,6 +25,7 @@ import google_crc32c
 from egress.domain.checkpoint import Checkpoint, FileRecord, TaskSpec
 from egress.domain.crc import crc32c_concat
 from egress.domain.ranges import KeyRange, ranges_from_bounds
+from egress.engine.naming import file_name
 from egress.engine.plan import fit_part_budget
 from egress.engine.selection import selected_schema
 from egress.exceptions import ConfigError, SinkError
@@ -86,8 +87,6 @@ def plan_stitched(source: Source, table: TableInfo, spec: TaskSpec, count: int, 
     whole = dataclasses.replace(spec, max_file_size=None, key_range=None)
     fmt = make_format(spec.format, spec.format_options)
     outer = "none" if fmt.inner_compression else spec.compression
-    from egress.engine.naming import file_name
-
     name = file_name(whole, 1, fmt, get_compression(outer))
     return [dataclasses.replace(whole, key_range=r, stitch_rows_before=starts[r.index],
                                 stitch_name=name) for r in ranges]
