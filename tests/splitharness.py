@@ -12,23 +12,26 @@ from pathlib import Path
 from typing import Any
 
 
-def skewed_ids(n: int, seed: int) -> list[int]:
-    """Distinct ids: four fifths packed in [1, n], the rest spread up to 10^12."""
+def skewed_ids(n: int, seed: int, top: int = 10**12) -> list[int]:
+    """Distinct ids: four fifths packed in [1, n], the rest spread up to ``top``."""
     rng = random.Random(seed)
     dense = list(range(1, n * 4 // 5 + 1))
     sparse: set[int] = set()
+    low = n * 10 if n * 10 < top // 2 else len(dense) + 1
     while len(sparse) < n - len(dense):
-        sparse.add(rng.randrange(n * 10, 10**12))
+        sparse.add(rng.randrange(low, top))
     return dense + sorted(sparse)
 
 
-def sqlite_source(path: Path, seed: int = 3, rows: int = 30_000) -> str:
+def sqlite_source(path: Path, seed: int = 3, rows: int = 30_000, top: int = 10**12) -> str:
+    """``top``: the largest id; at most 200,000 keeps SQLite's row estimate exact (above,
+    it is the largest rowid, and an S3 task's part budget grows its parts from it)."""
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT, amount REAL, "
                   "at DATETIME)")
     conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", (
         (i, f"k{i % 7}, \"q\"", (i % 1000) / 8, f"2024-01-01 00:00:{i % 60:02d}")
-        for i in skewed_ids(rows, seed)))
+        for i in skewed_ids(rows, seed, top)))
     conn.commit()
     conn.close()
     return f"sqlite:///{path}"

@@ -160,15 +160,28 @@ def export_view(store: JobStore, export: ExportRecord, settings: Settings) -> Ex
     tasks = store.task_list(export.id)
     dest = settings.destination(export.destination)
     local_root = export_root(settings, export) if dest.get("type", "local") == "local" else None
-    files = tuple(
-        FileView(table=task.table, name=f["name"],
-                 path=str(local_root / f["name"]) if local_root else f["name"],
-                 rows=f["rows"], bytes=f["size"],
-                 crc32c=None if f["crc32c"] is None else f"{f['crc32c']:08x}",
-                 sha256=f["sha256"])
-        for task in ([] if export.outputs_removed else tasks)
-        for f in (task.checkpoint or {}).get("files", []))
-    return _view(export, _tables(export, tasks), files)
+    files: list[FileView] = []
+    # a stitched split table's file is the manifest's (its ranges' pieces are no files of
+    # the export): listed once the export is complete
+    stitched = {f["name"]: f for f in (export.manifest or {}).get("files", [])}
+    for task in ([] if export.outputs_removed else tasks):
+        name = (task.spec or {}).get("stitch_name")
+        if name is not None:
+            f = stitched.pop(name, None)
+            if f is not None:
+                files.append(FileView(
+                    table=task.table, name=name,
+                    path=str(local_root / name) if local_root else name, rows=f["rows"],
+                    bytes=f["bytes"], crc32c=f["crc32c"], sha256=f["sha256"]))
+            continue
+        files += [
+            FileView(table=task.table, name=f["name"],
+                     path=str(local_root / f["name"]) if local_root else f["name"],
+                     rows=f["rows"], bytes=f["size"],
+                     crc32c=None if f["crc32c"] is None else f"{f['crc32c']:08x}",
+                     sha256=f["sha256"])
+            for f in (task.checkpoint or {}).get("files", [])]
+    return _view(export, _tables(export, tasks), tuple(files))
 
 
 def export_views(store: JobStore, exports: Sequence[ExportRecord]) -> list[ExportView]:

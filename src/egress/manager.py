@@ -18,14 +18,18 @@ from typing import Any
 from egress.catalog_cache import CatalogCache
 from egress.config import Settings
 from egress.domain.access import AuditEntry
-from egress.domain.checkpoint import Checkpoint
+from egress.domain.checkpoint import Checkpoint, TaskSpec
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
-from egress.domain.ranges import KeyRange, check_split
+from egress.domain.predicate import Predicate
+from egress.domain.ranges import KeyRange, check_split, range_count
 from egress.engine.copied import check_server_csv
 from egress.engine.manifest import MANIFEST, SUCCESS
+from egress.engine.plan import plan_task
 from egress.engine.selection import check_selection
+from egress.engine.sizes import SizeLimits
 from egress.engine.split import check_split_export, plan_ranges
+from egress.engine.stitch import STITCH_SOURCES, STITCH_WHO, plan_stitched
 from egress.exceptions import ConfigError, NotFoundError
 from egress.formats import resolve_compression
 from egress.formats.csv import DIALECTS as CSV_DIALECTS
@@ -60,9 +64,16 @@ EXPORT_OPTIONS = {
     "query": 'a read-only query instead of tables: {"sql": "SELECT …", "key": ["id"], '
              '"name": "query"} (the key: unique, NOT NULL result columns)',
     "split": "N (2-64), \"auto\" or false: read each table as N key ranges by as many "
-             "workers at once, each range its own numbered files (SQLite, PostgreSQL "
-             "and DuckDB tables; docs/jobs.md, Splitting a big table)",
+             "workers at once (SQLite, PostgreSQL, DuckDB and MySQL/MariaDB tables; "
+             "docs/jobs.md, Splitting a big table)",
+    "split_files": "with split: true, each range its own numbered files; false, one file "
+                   "per table with the bytes one task would write (SQLite and PostgreSQL "
+                   "tables with a one-column key); absent: one file where that applies",
 }
+#: A split export that does not say ``split_files`` is stitched (one file per table, the
+#: bytes one task would write) wherever a stitched split applies, and writes each range's
+#: own files elsewhere (docs/jobs.md, Splitting a big table).
+STITCH_BY_DEFAULT = True
 
 
 def check_project(name: str) -> str:
@@ -133,6 +144,15 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
             del checked["split"]  # the default: the same request as without it
         else:
             checked["split"] = split
+    if "split_files" in checked:
+        if not isinstance(checked["split_files"], bool):
+            raise ConfigError(f"export option split_files must be true or false, "
+                              f"got {checked['split_files']!r}")
+        if "split" not in checked:
+            raise ConfigError("split_files applies to a split export: give split too")
+    if split_layout(checked) == "stitched" and checked.get("max_file_size"):
+        raise ConfigError("a stitched split (split_files: false) writes one file per table: "
+                          "max_file_size needs split_files: true")
     if checked.get("snapshot") and checked.get("csv_dialect") == "postgres":
         raise ConfigError(SNAPSHOT_AND_SERVER_CSV)
     _check_remote_options(checked)
@@ -283,7 +303,9 @@ def create_export_planned(
                               "with a WHERE clause instead")
     if options.get("csv_dialect") == "postgres":
         _check_server_csv(source, request.format, infos, options.get("select") or {})
-    ranges = (_plan_splits(settings, url, infos, options["split"])
+    if split_layout(options) == "stitched":
+        check_stitched_export(settings, request.destination, url)
+    ranges = (_plan_splits(settings, url, infos, request, options)
               if options.get("split") else {})
     export_id = new_id("exp")
     export = ExportRecord(
@@ -302,8 +324,9 @@ def create_export_planned(
         created_by=created_by,
         max_duration=settings.export.max_duration,
     )
-    whole: list[KeyRange | None] = [None]
-    planned = [(info, r) for info in infos for r in (ranges.get(info.name) or whole)]
+    whole: list[tuple[KeyRange | None, TaskSpec | None]] = [(None, None)]
+    planned = [(info, r, spec) for info in infos
+               for r, spec in (ranges.get(info.name) or whole)]
     tasks = [
         TaskRecord(
             id=new_id("tsk"),
@@ -316,8 +339,10 @@ def create_export_planned(
             max_attempts=settings.worker.max_attempts,
             remote_mode=(options.get("mode") or "direct") if remote else None,
             key_range=key_range.to_json() if key_range is not None else None,
+            # a stitched range: planned now, with the whole table (engine/stitch.py)
+            spec=spec.to_json() if spec is not None else None,
         )
-        for i, (info, key_range) in enumerate(planned)
+        for i, (info, key_range, spec) in enumerate(planned)
     ]
     if audit is not None:
         audit = replace(audit, export_id=export_id,
@@ -326,20 +351,88 @@ def create_export_planned(
     return stored, created, tasks if created else None
 
 
+def split_layout(options: dict[str, Any], url: str | None = None) -> str | None:
+    """How a split export writes a table: ``stitched`` (one file, engine/stitch.py; asked
+    for with ``split_files: false``: refused where it cannot be), ``files`` (each range
+    its own files), ``auto`` (stitched where it applies, else files: the default), or
+    None (not split). With ``url``, ``auto`` is decided as far as the export's source
+    and options decide it (a table's key and filters decide the rest)."""
+    if not options.get("split"):
+        return None
+    given = options.get("split_files")
+    if given is not None:
+        return "files" if given else "stitched"
+    if not STITCH_BY_DEFAULT or options.get("max_file_size"):
+        return "files"
+    if url is not None and source_kind(url) not in STITCH_SOURCES:
+        return "files"
+    return "auto"
+
+
+def check_stitched_export(settings: Settings, destination: str, url: str) -> None:
+    """Refuse a stitched split where this version cannot stitch."""
+    if source_kind(url) not in STITCH_SOURCES:
+        raise ConfigError(f"a stitched split (split_files: false) applies to {STITCH_WHO}; "
+                          "use split_files: true (each range its own files)")
+
+
 def _plan_splits(settings: Settings, url: str, infos: list[TableInfo],
-                 split: int | str) -> dict[str, list[KeyRange]]:
+                 request: ExportRequest, options: dict[str, Any],
+                 ) -> dict[str, list[tuple[KeyRange, TaskSpec | None]]]:
     """The key ranges of each table that is split (engine/split.py), sampled now: the
-    plan is stored with the tasks and never changes."""
-    out: dict[str, list[KeyRange]] = {}
+    plan is stored with the tasks and never changes. A stitched split plans each
+    table's spec now too, and cuts it at exact row numbers (engine/stitch.py)."""
+    out: dict[str, list[tuple[KeyRange, TaskSpec | None]]] = {}
+    split = options["split"]
+    layout = split_layout(options, url)
+    # a stitched range is planned now, as the whole table's task would be by a worker:
+    # with the sink's smallest part and most parts (no sink is opened: no request made)
+    dest = settings.destination(request.destination)
+    sink = None if dest.get("type", "local") == "local" else sink_from_destination(dest)
     source = open_export_source(settings, url)
     try:
         for info in infos:
+            if layout in ("stitched", "auto"):
+                try:
+                    specs = _plan_stitched(settings, source, info, request, options, sink)
+                except ConfigError:
+                    if layout == "stitched":
+                        raise
+                    specs = []  # auto: this table (its key, its filters) in range files
+                else:
+                    if specs:
+                        out[info.name] = [(s.key_range, s) for s in specs if s.key_range]
+                    continue
             ranges = plan_ranges(source, info, split, settings.export.split_rows)
             if ranges:
-                out[info.name] = ranges
+                out[info.name] = [(r, None) for r in ranges]
     finally:
         source.close()
     return out
+
+
+def _plan_stitched(settings: Settings, source: Source, info: TableInfo,
+                   request: ExportRequest, options: dict[str, Any],
+                   sink: Sink | None) -> list[TaskSpec] | None:
+    count = range_count(options["split"], info.row_estimate, settings.export.split_rows)
+    if count < 2:
+        return None
+    select = (options.get("select") or {}).get(info.name) or {}
+    columns = select.get("columns")
+    defaults = settings.export
+    spec = plan_task(
+        source, info, format=request.format, compression=request.compression,
+        part_size=options.get("part_size") or defaults.part_size,
+        part_rows=options.get("part_rows"), max_file_size=None,
+        min_part_bytes=sink.min_part_bytes if sink is not None else 0,
+        options=format_options_of(options),
+        columns=tuple(columns) if columns else None,
+        predicate=Predicate.from_json(select.get("filters")),
+        limits=SizeLimits(defaults.max_value_bytes, defaults.max_page_bytes),
+    )
+    return plan_stitched(source, info, spec, count,
+                         part_size=options.get("part_size") or defaults.part_size,
+                         max_parts=sink.max_parts if sink is not None else None)
 
 
 def _range_estimate(estimate: int | None, key_range: KeyRange | None) -> int | None:
@@ -480,6 +573,9 @@ def remove_outputs(store: WorkerStore, settings: Settings, export: ExportRecord)
             sink.abort_file(cp.open_file.name, cp.open_file.sink_state)
         for f in cp.files:
             sink.delete(f.name)
+        stitched = (task.spec or {}).get("stitch_name")
+        if stitched:  # a stitched split's file, if the finalize that made it then failed
+            sink.delete(stitched)
     abort = getattr(sink, "abort_orphaned_uploads", None)
     if abort is not None:
         abort(0.0)  # uploads a crash left unrecorded: the export owns its whole prefix

@@ -64,7 +64,7 @@ def test_split_export_with_kills_is_byte_identical(tmp_path: Path, pg_server: An
                 source="main", tables=("events",), format=fmt, compression=comp,
                 options={"part_rows": 2500, **options}))[0]
 
-        killed = create({"split": 4})
+        killed = create({"split": 4, "split_files": True})
         log = tmp_path / "workers.log"
         procs = [start_worker(settings.home, log) for _ in range(3)]
         kills = 0
@@ -88,7 +88,7 @@ def test_split_export_with_kills_is_byte_identical(tmp_path: Path, pg_server: An
         assert state.state is ExportState.COMPLETED, (state.error_detail,
                                                       log.read_text()[-3000:])
 
-        calm, whole = create({"split": 4}), create({})
+        calm, whole = create({"split": 4, "split_files": True}), create({})
         drain_with_workers(settings.home, 3, log, timeout=80)
         killed, calm, whole = (store.export_get(None, e.id) for e in (killed, calm, whole))
         for e in (killed, calm, whole):

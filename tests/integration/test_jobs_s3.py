@@ -111,7 +111,8 @@ def test_split_job_to_s3_writes_each_range_in_key_order(tmp_path: Path, s3) -> N
         store.migrate()
         exports = [create_export(store, settings, ExportRequest(
             source="main", tables=("a",), format="csv", compression="gzip", destination="lake",
-            options={"part_rows": 1500, **split}))[0] for split in ({"split": 3}, {})]
+            options={"part_rows": 1500, **split}))[0]
+            for split in ({"split": 3, "split_files": True}, {})]
         assert Worker(store, settings).run(exit_when_idle=True) == 0
         rows = []
         for export in exports:

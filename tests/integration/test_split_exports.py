@@ -35,7 +35,7 @@ def run_split_and_whole(tmp_path: Path, source: str, table: str, fmt: str,
         store.migrate()
         split, _ = create_export(store, settings, ExportRequest(
             source="main", tables=(table,), format=fmt,
-            options={"split": 4, "part_rows": 1500, **options}))
+            options={"split": 4, "split_files": True, "part_rows": 1500, **options}))
         whole, _ = create_export(store, settings, ExportRequest(
             source="main", tables=(table,), format=fmt, options={"part_rows": 1500}))
         tasks = store.task_list(split.id)

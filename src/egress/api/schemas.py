@@ -125,10 +125,19 @@ class ExportCreate(_Request):
         default=None,
         description="Read each table as N key ranges (2-64) by as many workers at once, or "
                     "`auto`: one range per `split_rows` estimated rows (setting, default "
-                    "10M; smaller tables stay whole). Each range writes its own numbered "
-                    "files, in key order (events.r01-00001.csv…). SQLite, PostgreSQL, DuckDB "
-                    "and MySQL/MariaDB tables only; not with a query. Default false: one task "
-                    "per table (docs/jobs.md, Splitting a big table).")
+                    "10M; smaller tables stay whole). The table's file is the bytes one task "
+                    "would write, or each range's own files (`split_files`). SQLite, "
+                    "PostgreSQL, DuckDB and MySQL/MariaDB tables only; not with a query. "
+                    "Default false: one task per table (docs/jobs.md, Splitting a big "
+                    "table).")
+    split_files: bool | None = Field(
+        default=None,
+        description="With `split`: `false` writes each table as ONE file, byte-identical to "
+                    "what one task writes (the ranges' parts joined in key order when the "
+                    "last range is done; SQLite and PostgreSQL tables with a one-column key, "
+                    "no filters, no `max_file_size`; refused otherwise); `true` writes each "
+                    "range's own numbered files (events.r01-00001.csv…). Default: one file "
+                    "where that applies, range files elsewhere (docs/jobs.md).")
     snapshot: bool = Field(
         default=False,
         description="Read every table in one consistent snapshot (PostgreSQL sources): "

@@ -202,9 +202,13 @@ def jobs() -> None:
                    "docs/jobs.md, Consistency).")
 @click.option("--split", default=None, metavar="N|auto",
               help="Read each table as N key ranges (2-64) by as many workers at once, or "
-                   "auto (one per split_rows estimated rows); each range writes its own "
-                   "numbered files. SQLite, PostgreSQL, DuckDB and MySQL/MariaDB tables "
-                   "(docs/jobs.md).")
+                   "auto (one per split_rows estimated rows). SQLite, PostgreSQL, DuckDB "
+                   "and MySQL/MariaDB tables (docs/jobs.md).")
+@click.option("--split-files/--no-split-files", "split_files", default=None,
+              help="With --split: each range its own numbered files (--split-files), or one "
+                   "file per table with the bytes one task would write (--no-split-files; "
+                   "SQLite and PostgreSQL tables with a one-column key). Default: one file "
+                   "where that applies, range files elsewhere.")
 @click.option("--idempotency-key", help="The same key and request return the same export.")
 @json_option
 def jobs_create(
@@ -213,7 +217,8 @@ def jobs_create(
     csv_dialect: str | None, max_file_size: Size | None, part_rows: int | None,
     row_group_size: Size | None, query: str | None,
     key: tuple[str, ...], name: str | None, role: str | None, client_tags: tuple[str, ...],
-    mode: str | None, snapshot: bool, split: str | None, idempotency_key: str | None,
+    mode: str | None, snapshot: bool, split: str | None, split_files: bool | None,
+    idempotency_key: str | None,
     as_json: bool,
 ) -> None:
     """Queue an export; prints its id."""
@@ -246,6 +251,8 @@ def jobs_create(
         options["snapshot"] = True
     if split is not None:
         options["split"] = int(split) if split.isdigit() else split  # checked by the manager
+    if split_files is not None:
+        options["split_files"] = split_files
     request = manager.ExportRequest(
         source=source, tables=tables, all_tables=all_tables, format=fmt,
         compression=compression, destination=destination, options=options,

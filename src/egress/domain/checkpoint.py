@@ -42,6 +42,17 @@ class TaskSpec:
     predicate: Predicate | None = None
     #: A range task of a split table: only rows of this key range (None: the whole table).
     key_range: KeyRange | None = None
+    #: A range of a stitched split (``split_files: false``): the table's row index where
+    #: this range starts (its encoders continue the file from there: no header, JSON
+    #: separators, SQL statements as the single task writes them). None: not stitched.
+    stitch_rows_before: int | None = None
+    #: The stitched file's final name (the range writes a piece under a hidden name;
+    #: the export's finalize joins the pieces in key order: engine/stitch.py).
+    stitch_name: str | None = None
+
+    @property
+    def stitched(self) -> bool:
+        return self.stitch_rows_before is not None
 
     @property
     def read_predicate(self) -> Predicate | None:
@@ -59,6 +70,8 @@ class TaskSpec:
             del data["key_range"]  # specs of unsplit tasks stay as they were
         else:
             data["key_range"] = self.key_range.to_json()
+        if self.stitch_rows_before is None:
+            del data["stitch_rows_before"], data["stitch_name"]
         return data
 
     @classmethod
@@ -168,11 +181,18 @@ class FileRecord:
     parts: int
     first_key: Key | None
     last_key: Key | None
+    #: A stitched range's piece: its parts' ``metas`` (Parquet row groups, offsets from
+    #: the piece's start), for the footer the stitch writes.
+    metas: tuple[bytes, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["first_key"] = encode_key(self.first_key)
         data["last_key"] = encode_key(self.last_key)
+        if self.metas:
+            data["metas"] = [base64.b64encode(m).decode() for m in self.metas]
+        else:
+            del data["metas"]
         return data
 
     @classmethod
@@ -180,6 +200,7 @@ class FileRecord:
         data = dict(data)
         data["first_key"] = decode_key(data["first_key"])
         data["last_key"] = decode_key(data["last_key"])
+        data["metas"] = tuple(base64.b64decode(m) for m in data.get("metas", ()))
         return cls(**data)
 
 

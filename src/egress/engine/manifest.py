@@ -162,8 +162,10 @@ def _by_table(results: Sequence[TableResult]) -> list[list[TableResult]]:
 
 def _split_entry(r: TableResult) -> dict[str, Any]:
     assert r.spec.key_range is not None
-    return {**r.spec.key_range.public(), "rows": r.checkpoint.rows,
-            "files": [f.name for f in r.checkpoint.files]}
+    # a stitched range's rows are in the table's one file
+    files = ([r.spec.stitch_name] if r.spec.stitch_name is not None
+             else [f.name for f in r.checkpoint.files])
+    return {**r.spec.key_range.public(), "rows": r.checkpoint.rows, "files": files}
 
 
 def write_manifest(sink: Sink, manifest: dict[str, Any]) -> None:

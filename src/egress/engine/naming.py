@@ -19,6 +19,8 @@ from egress.formats.compression import Compression
 MANIFEST = "manifest.json"
 SUCCESS = "_SUCCESS"
 STATE_DIR = ".egress"
+#: Where the pieces of a stitched split table wait for the export's finalize.
+STITCH_DIR = f"{STATE_DIR}/ranges"
 #: Top-level names egress writes itself; compared case-insensitively, as some file
 #: systems (macOS, Windows) and S3 clients that mirror to them do.
 RESERVED_NAMES = (MANIFEST, SUCCESS, STATE_DIR)
@@ -65,4 +67,7 @@ def file_name(spec: TaskSpec, index: int, fmt: Format, compression: Compression)
     numbers its own files after its range's label, so that every file of the table sorts
     in key order: ``events.r01-00001.csv.gz``, ``events/part-r01-00001.parquet``."""
     label = spec.key_range.label if spec.key_range is not None else None
+    if spec.stitch_name is not None and label is not None:
+        # a stitched range's piece: hidden until the export's finalize joins the pieces
+        return f"{STITCH_DIR}/{spec.stitch_name.replace('/', '__')}.{label}"
     return _name(spec.base_name, bool(spec.max_file_size), index, fmt, compression, label)

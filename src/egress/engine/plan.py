@@ -62,8 +62,9 @@ def plan_task(
     from encoding a sample of the first rows, so that a part is about ``part_size`` bytes
     (the format's own part size if it has one: a Parquet row group). No ``compression``
     is the format's default; no ``max_file_size`` the format's default file size.
-    ``key_range``: a range task of a split table (its own numbered files, its rows
-    sampled from its range)."""
+    ``key_range``: a range task of a split table with range files (its own numbered
+    files, its rows sampled from its range; a stitched range is planned at create time
+    as the whole table's task: engine/stitch.py)."""
     compression = resolve_compression(format, compression)
     opts = format_options(format, source, table, compression, options or {})
     fmt = make_format(format, opts)

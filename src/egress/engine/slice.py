@@ -172,11 +172,13 @@ class Task:
         spec, fmt = self.spec, self.fmt
         of = cp.open_file
         opens = of is None
-        rows_before = 0 if of is None else of.rows
+        # a stitched range continues the file at its first row (engine/stitch.py)
+        rows_before = (spec.stitch_rows_before or 0) + (0 if of is None else of.rows)
         # where the part starts in its file: Parquet's row groups are placed by offset
-        # (a format with inner compression: the sizes here are the bytes in the file)
+        # (a format with inner compression: the sizes here are the bytes in the file; a
+        # stitched range's piece counts from its own start, moved by the stitch)
         start = 0 if of is None else of.size
-        header = fmt.header(self._schema) if opens else b""
+        header = fmt.header(self._schema) if opens and not spec.stitch_rows_before else b""
         after, rows = cp.cursor, 0
         first_key: Key | None = None
         last_key: Key | None = None
@@ -205,7 +207,8 @@ class Task:
                 if encoder.meta is not None:
                     metas.append(encoder.meta)
             rows += got
-            first_of_file = opens and not chunks
+            # (a stitched range after the first continues a file: nothing of its own)
+            first_of_file = opens and not chunks and not spec.stitch_rows_before
             if first_of_file:
                 body = header + body
             if body or first_of_file:
@@ -257,7 +260,7 @@ class Task:
         closes = part.exhausted or (
             spec.max_file_size is not None and of.size + len(data) >= spec.max_file_size
         )
-        if closes:
+        if closes and not spec.stitched:  # a stitched file's footer is the stitch's
             metas = [m for p in of.parts for m in p.metas] + list(part.metas)
             footer = fmt.footer(self._schema, of.rows + part.rows, metas)
             if footer:
@@ -314,6 +317,7 @@ class Task:
             name=of.name, rows=of.rows, size=of.size, crc32c=of.crc32c, sha256=sha256,
             parts=len(of.parts), first_key=of.first_key,
             last_key=cp.cursor if of.rows else None,
+            metas=tuple(m for p in of.parts for m in p.metas) if self.spec.stitched else (),
         )
         new = cp.evolve(open_file=None, files=(*cp.files, record), done=of.last,
                         restarted_from=())

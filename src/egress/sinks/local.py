@@ -213,6 +213,8 @@ class LocalSink:
         file is final: a writer that lost its task and wakes later finds nowhere to write
         (staged copies are never made in a missing folder)."""
         shutil.rmtree(self.root / STAGING, ignore_errors=True)
+        with contextlib.suppress(OSError):  # a stitched split's pieces' folder, emptied
+            (self.root / STAGING).parent.joinpath("ranges").rmdir()
         with contextlib.suppress(OSError):
             (self.root / STAGING).parent.rmdir()
 
@@ -233,6 +235,55 @@ class LocalSink:
         self._copies.remember(name, parts)
         with writing(final):
             return self._copies.target(name, state, size)
+
+    def stitch_file(self, name: str, pieces: Sequence[tuple[str, int]], tail: bytes,
+                    size: int) -> str:
+        """Join ``pieces`` (``(name, size)`` of completed files, in order) and ``tail`` into
+        the final file ``name`` of ``size`` bytes; remove the pieces; its SHA-256.
+
+        The bytes are copied by the kernel (``copy_file_range``: a reflink where the file
+        system shares extents, an in-kernel copy otherwise), never through Python, into a
+        copy of this writer's own in the staging area, which is renamed to the final name
+        once complete and synced: a kill leaves no half file under the final name, and a
+        redo (the finalize is idempotent) finds the final file and only removes the
+        pieces left. Two finalizers at once each build their own copy of the same bytes.
+        """
+        final = self.path(name)
+        paths = [self.path(p) for p, _ in pieces]
+        if not (final.exists() and final.stat().st_size == size):
+            tmp = self._staged(f"{name}.stitch-{os.getpid()}-{secrets.token_hex(4)}")
+            try:
+                with writing(final):
+                    tmp.parent.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                    try:
+                        offset = 0
+                        for path, (piece, expected) in zip(paths, pieces, strict=True):
+                            try:
+                                offset = _append_file(path, fd, offset, expected)
+                            except FileNotFoundError:
+                                # another finalizer completed the file and removed it
+                                if final.exists() and final.stat().st_size == size:
+                                    break
+                                raise SinkError(f"the range piece {piece!r} of {name!r} "
+                                                "is gone") from None
+                        else:
+                            _write_all(fd, tail, offset)
+                            if offset + len(tail) != size:
+                                raise SinkError(f"stitched {name!r} holds {offset + len(tail)}"
+                                                f" bytes, expected {size}")
+                            if self.fsync:
+                                os.fsync(fd)
+                            final.parent.mkdir(parents=True, exist_ok=True)
+                            os.replace(tmp, final)
+                    finally:
+                        os.close(fd)
+            finally:
+                tmp.unlink(missing_ok=True)
+        for path in paths:
+            with writing(path, "remove"):
+                path.unlink(missing_ok=True)
+        return sha256_file(final)
 
     def put_object(self, name: str, data: bytes) -> None:
         final = self.path(name)
@@ -295,6 +346,21 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
         if written <= 0:
             raise OSError(errno.EIO, "the file system accepted no more bytes")
         done += written
+
+
+def _append_file(source: Path, fd: int, offset: int, size: int) -> int:
+    """Copy ``source`` (``size`` bytes) to ``fd`` at ``offset`` in the kernel; the end."""
+    with open(source, "rb") as f:
+        actual = os.fstat(f.fileno()).st_size
+        if actual != size:
+            raise SinkError(f"{source} holds {actual} bytes, expected {size}")
+        done = 0
+        while done < size:
+            n = os.copy_file_range(f.fileno(), fd, size - done, done, offset + done)
+            if n <= 0:
+                raise OSError(errno.EIO, f"copy_file_range stopped at {done} of {size}")
+            done += n
+    return offset + size
 
 
 def _parts_within(parts: Sequence[PartRecord], held: int) -> int:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import io
+import itertools
 import logging
 import random
 import re
@@ -63,6 +64,8 @@ READ_BACK_CHUNK = 8 * 1024 * 1024
 MiB = 1024 * 1024
 #: S3's smallest part, except for an upload's last part.
 S3_MIN_PART_BYTES = 5 * MiB
+#: The most bytes one UploadPartCopy copies (S3's limit).
+COPY_PART_MAX = 5 * 1024 * MiB
 #: S3's largest part number.
 S3_MAX_PARTS = 10_000
 #: Longest a presigned URL may live (SigV4's limit).
@@ -344,6 +347,104 @@ class S3Sink:
         log.info("s3 upload completed key=%s size=%d parts=%d", key, size, len(parts),
                  extra={"key": key, "size": size})
         return self._sha256(key, state, size)
+
+    def stitch_file(self, name: str, pieces: Sequence[tuple[str, int]], tail: bytes,
+                    size: int) -> str:
+        """Join ``pieces`` (``(name, size)`` of completed objects, in order) and ``tail``
+        into the object ``name`` of ``size`` bytes, server-side; remove the pieces; its
+        SHA-256 (read back: S3 keeps none for a multipart object).
+
+        One multipart upload: a piece of at least the minimum part size is copied by the
+        server (UploadPartCopy, at most 5 GiB a part); smaller pieces, and the head of
+        the piece after one, are read and uploaded with it until the minimum is reached,
+        so that every part but the last holds at least ``min_part_bytes`` (at most two
+        minimum parts in memory). Completed with ``If-None-Match: *``: a redo after a kill,
+        or another finalizer at once, finds the object there (the same bytes: the pieces
+        are committed) and only removes the pieces left; an unfinished upload of a killed
+        stitch is aborted by the reconciler's sweep of orphaned uploads.
+        """
+        key = self.key(name)
+        head = self._head(key)
+        if head is None or head.get("ContentLength") != size:
+            self._stitch(key, name, pieces, tail, size)
+        for piece, _ in pieces:
+            self.delete(piece)
+        return self._sha256(key, {"upload_id": ""}, size)
+
+    def _stitch(self, key: str, name: str, pieces: Sequence[tuple[str, int]], tail: bytes,
+                size: int) -> None:
+        upload = self._call("create_multipart_upload", key, Key=key,
+                            ContentType=content_type(name),
+                            Metadata={TOKEN_META: secrets.token_hex(16)})["UploadId"]
+        state = {"key": key, "upload_id": upload}
+        minimum = max(1, self.min_part_bytes)
+        parts: list[dict[str, Any]] = []
+        buffer = bytearray()
+
+        def upload_buffer() -> None:
+            resp = self._call("upload_part", key, Key=key, UploadId=upload,
+                              PartNumber=len(parts) + 1, Body=bytes(buffer))
+            parts.append({"PartNumber": len(parts) + 1, "ETag": resp["ETag"]})
+            buffer.clear()
+
+        def read(source: str, start: int, end: int) -> bytes:
+            body = self._call("get_object", source, Key=source,
+                              Range=f"bytes={start}-{end - 1}")["Body"]
+            try:
+                return bytes(body.read())
+            finally:
+                body.close()
+
+        def copy(source: str, start: int, end: int) -> None:
+            count = -(-(end - start) // COPY_PART_MAX)  # each >= minimum: end - start is
+            edges = [start + (end - start) * i // count for i in range(count + 1)]
+            for lo, hi in itertools.pairwise(edges):
+                resp = self._call(
+                    "upload_part_copy", key, Key=key, UploadId=upload,
+                    PartNumber=len(parts) + 1, CopySourceRange=f"bytes={lo}-{hi - 1}",
+                    CopySource={"Bucket": self.bucket, "Key": source})
+                parts.append({"PartNumber": len(parts) + 1,
+                              "ETag": resp["CopyPartResult"]["ETag"]})
+
+        try:
+            written = 0
+            for piece, piece_size in pieces:
+                source, start = self.key(piece), 0
+                if piece_size == 0:
+                    continue
+                if buffer:  # fill the small part in hand up to the minimum
+                    start = min(piece_size, minimum - len(buffer))
+                    buffer += read(source, 0, start)
+                rest = piece_size - start
+                if rest >= minimum:
+                    if buffer:
+                        upload_buffer()
+                    copy(source, start, piece_size)
+                elif rest:
+                    buffer += read(source, start, piece_size)
+                if len(buffer) >= minimum:
+                    upload_buffer()
+                written += piece_size
+            buffer += tail
+            if buffer or not parts:
+                upload_buffer()
+            if written + len(tail) != size:
+                raise SinkError(f"the pieces of s3://{self.bucket}/{key} add up to "
+                                f"{written + len(tail)} bytes, expected {size}")
+            self._call("complete_multipart_upload", key,
+                       expect=("PreconditionFailed", "412"), Key=key, UploadId=upload,
+                       IfNoneMatch="*", MultipartUpload={"Parts": parts})
+        except ClientError:  # completed meanwhile by another finalizer
+            self.abort_file(name, state)
+            head = self._head(key)
+            if head is None or head.get("ContentLength") != size:
+                raise SinkError(f"s3://{self.bucket}/{key} was written by someone else; "
+                                "egress never overwrites an object") from None
+        except BaseException:
+            self.abort_file(name, state)
+            raise
+        log.info("s3 stitched key=%s size=%d parts=%d", key, size, len(parts),
+                 extra={"key": key, "size": size})
 
     def _sha256(self, key: str, state: dict[str, Any], size: int) -> str:
         running = DIGESTS.take((self.bucket, key, state["upload_id"]), size)

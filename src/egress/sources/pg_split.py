@@ -10,6 +10,7 @@ table gives one plan) stands for the table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -54,3 +55,25 @@ def split_points(conn: psycopg.Connection[Any], settings: tuple[str, ...], quali
         if value is not None and (not out or value != out[-1]):
             out.append(value)
     return out
+
+
+def key_at_rows(conn: psycopg.Connection[Any], settings: tuple[str, ...], qualified: str,
+                key: str, ends_of: Callable[[int], list[int]]) -> tuple[int, list[str]]:
+    """The table's row count and the values of ``key`` (as text, as the cursor binds
+    them) at the 1-based row numbers ``ends_of(count)`` in key order (a stitched split:
+    engine/stitch.py), exact: one count and one pass over the key, in one snapshot."""
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        for statement in settings:
+            cur.execute(statement.replace("SET ", "SET LOCAL ", 1))
+        cur.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.SQL(qualified)))
+        row = cur.fetchone()
+        rows = int(row[0]) if row else 0
+        ends = ends_of(rows)
+        if not ends:
+            return rows, []
+        cur.execute(sql.SQL(
+            "SELECT k::text FROM (SELECT t.{key} AS k, row_number() OVER "
+            "(ORDER BY t.{key}) AS n FROM {table} AS t) AS r WHERE n = ANY(%s) ORDER BY n"
+        ).format(key=sql.SQL(key), table=sql.SQL(qualified)), (ends,))
+        return rows, [r[0] for r in cur.fetchall()]

@@ -11,7 +11,7 @@ as PostgreSQL compares them. Type mapping: :mod:`egress.sources.pg_types`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from egress.sources.pg_copy import CopyFailed, CsvCopy, copy_query
 from egress.sources.pg_errors import connect_error, libpq_url, sqlstate_transient
 from egress.sources.pg_keyset import ReadPlan, keyset_query, quote_ident
 from egress.sources.pg_snapshot import LOST_SQLSTATES, set_snapshot_sql, snapshot_lost
-from egress.sources.pg_split import split_points
+from egress.sources.pg_split import key_at_rows, split_points
 from egress.sources.pg_types import (
     PgMapping,
     conform,
@@ -316,6 +316,20 @@ class PostgresSource:
         try:
             return split_points(self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
                                 quote_ident(table.key_columns[0]), table.row_estimate, count)
+        except psycopg.Error as exc:
+            raise self._translate(exc, getattr(exc, "sqlstate", None), table.name) from None
+
+    def key_at_rows(self, table: TableInfo,
+                    ends_of: Callable[[int], list[int]]) -> tuple[int, list[str]]:
+        """Rows of ``table`` and the values of its key at the row numbers
+        ``ends_of(rows)`` (a stitched split: engine/stitch.py)."""
+        plan = self._plans.get(table.name)
+        if plan is None:
+            self.describe(table.name)
+            plan = self._plans[table.name]
+        try:
+            return key_at_rows(self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
+                               quote_ident(table.key_columns[0]), ends_of)
         except psycopg.Error as exc:
             raise self._translate(exc, getattr(exc, "sqlstate", None), table.name) from None
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +42,7 @@ from egress.exceptions import (
 )
 from egress.sources.base import Column, TableInfo
 from egress.sources.predicate_sql import render_conditions
-from egress.sources.sqlite_split import split_points
+from egress.sources.sqlite_split import key_at_rows, split_points
 from egress.sources.sqlite_types import (
     DYNAMIC,
     DYNAMIC_MAPPING,
@@ -217,6 +217,17 @@ class SqliteSource:
         plan = self._plan(table)
         try:
             return split_points(self._catalog, quote_ident(table.name), plan.key_sql[0], count)
+        except sqlite3.Error as exc:
+            raise _translate(exc, table) from exc
+
+    def key_at_rows(self, table: TableInfo,
+                    ends_of: Callable[[int], list[int]]) -> tuple[int, list[object]]:
+        """Rows of ``table`` and the raw values of its key at the row numbers
+        ``ends_of(rows)`` (a stitched split: engine/stitch.py)."""
+        plan = self._plan(table)
+        try:
+            return key_at_rows(self._catalog, quote_ident(table.name), plan.key_sql[0],
+                               ends_of)
         except sqlite3.Error as exc:
             raise _translate(exc, table) from exc
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from egress.domain.ranges import quantile_bounds
@@ -33,3 +34,21 @@ def split_points(conn: sqlite3.Connection, table_sql: str, key_sql: str,
         (step,),
     )]
     return quantile_bounds(ordered, count)
+
+
+def key_at_rows(conn: sqlite3.Connection, table_sql: str, key_sql: str,
+                ends_of: Callable[[int], list[int]]) -> tuple[int, list[Any]]:
+    """The table's row count and the raw values of ``key_sql`` at the 1-based row
+    numbers ``ends_of(count)`` in key order (a stitched split: engine/stitch.py), exact:
+    one count and one pass over the key in key order."""
+    (rows,) = conn.execute(f"SELECT count(*) FROM {table_sql}").fetchone()
+    ends = ends_of(int(rows))
+    if not ends:
+        return int(rows), []
+    marks = ", ".join("?" for _ in ends)
+    values = [r[0] for r in conn.execute(
+        f"SELECT k FROM (SELECT {key_sql} AS k, row_number() OVER "
+        f"(ORDER BY {key_sql}) AS n FROM {table_sql}) WHERE n IN ({marks}) ORDER BY n",
+        ends,
+    )]
+    return int(rows), values

@@ -14,6 +14,7 @@ from egress.engine.manifest import (
     check_footers,
     write_manifest,
 )
+from egress.engine.stitch import stitch_results
 from egress.manager import export_source, open_sink
 from egress.redact import redact_url
 from egress.sources.trino import info_from_columns
@@ -47,6 +48,9 @@ def finalize_export(store: WorkerStore, settings: Settings, export_id: str) -> b
         source.close()
     sink = open_sink(settings, export)
     started = export.started_at or export.created_at
+    # a stitched split table's ranges joined into its file (idempotent: a redo after a
+    # kill finds the file made and the pieces gone)
+    results = stitch_results(sink, results)
     check_footers(sink, results)
     manifest = build_manifest(
         source=redact_url(url) if export.source == url else export.source,
@@ -62,11 +66,14 @@ def finalize_export(store: WorkerStore, settings: Settings, export_id: str) -> b
     manifest["project"] = export.project
     write_manifest(sink, manifest)
     completed = store.export_complete(export_id, manifest)
-    if completed:
+    again = None if completed else store.export_get(None, export_id)
+    if completed or (again is not None and again.state is ExportState.COMPLETED):
         # no writer is left: a late one (a zombie) finds no staging area to write into
+        # (nor one a finalizer beside the one that completed remade for its manifest)
         remove_staging = getattr(sink, "remove_staging", None)
         if remove_staging is not None:
             remove_staging()
+    if completed:
         log.info("export completed", extra={
             "export": export_id, "rows": manifest["total_rows"],
             "bytes": manifest["total_bytes"], "files": len(manifest["files"])})

@@ -8,7 +8,7 @@ from apiharness import Api, assert_problem
 
 def test_split_creates_one_task_per_range_and_shows_them(api: Api):
     r = api.post("/v1/exports", json={"source": "main", "tables": ["events", "users"],
-                                      "split": 3})
+                                      "split": 3, "split_files": True})
     assert r.status_code == 202, r.text
     planned = r.json()["tables"]
     events = [t for t in planned if t["name"] == "events"]

@@ -128,6 +128,8 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
         options["snapshot"] = True
     if body.split is not None and body.split is not False:
         options["split"] = body.split  # checked by the manager (True is refused there)
+    if body.split_files is not None:
+        options["split_files"] = body.split_files  # checked by the manager
     for key in ("role", "client_tags", "mode"):
         if getattr(body, key) is not None:
             options[key] = getattr(body, key)
