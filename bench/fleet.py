@@ -42,12 +42,12 @@ from jobsharness import start_worker, write_home
 from pgserver import running_server
 
 
-def _children_cpu() -> float:
+def children_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
-def _server_cpu(datadir: Path) -> float:
+def server_cpu_seconds(datadir: Path) -> float:
     return sum(cpu_seconds(p) for p in tree(postmaster(datadir)))
 
 
@@ -112,10 +112,11 @@ def throughput(args: argparse.Namespace) -> None:
             store.migrate()
             exports = create_round_robin(store, settings, 1, args.exports)
             log = tmp / f"workers-{n}.log"
-            server_before, workers_before = _server_cpu(server.datadir), _children_cpu()
+            server_before = server_cpu_seconds(server.datadir)
+            workers_before = children_cpu_seconds()
             wall = _drain_with(home, n, log, args.cpu)
-            server_cpu = _server_cpu(server.datadir) - server_before
-            workers_cpu = _children_cpu() - workers_before
+            server_cpu = server_cpu_seconds(server.datadir) - server_before
+            workers_cpu = children_cpu_seconds() - workers_before
             report = drain_report(store, settings, exports, args.rows)
             store.close()
             assert report.completed == args.exports and not report.finished_twice, report

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import sys
 import tempfile
@@ -29,23 +28,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from api_latency import cpu_seconds, postmaster, tree
 from data import TABLE, load_postgres
+from fleet import children_cpu_seconds, server_cpu_seconds
 
 from egress.domain.jobs import ExportState
 from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
 from jobsharness import drain_with_workers, write_home
 from pgserver import running_server
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _server_cpu(datadir: Path) -> float:
-    return sum(cpu_seconds(p) for p in tree(postmaster(datadir)))
 
 
 def run(args: argparse.Namespace) -> None:
@@ -72,12 +62,12 @@ def run(args: argparse.Namespace) -> None:
                     source="main", tables=(TABLE,), format=fmt,
                     options={"split": args.ranges} if args.ranges > 1 else {}))
                 log = tmp / f"workers-{fmt}-{n}.log"
-                server0, workers0 = _server_cpu(server.datadir), _children_cpu()
+                server0, workers0 = server_cpu_seconds(server.datadir), children_cpu_seconds()
                 started = time.monotonic()
                 drain_with_workers(home, n, log, timeout=3600)
                 wall = time.monotonic() - started
-                server_cpu = _server_cpu(server.datadir) - server0
-                workers_cpu = _children_cpu() - workers0
+                server_cpu = server_cpu_seconds(server.datadir) - server0
+                workers_cpu = children_cpu_seconds() - workers0
                 done = store.export_get(None, export.id)
                 store.close()
                 assert done is not None and done.state is ExportState.COMPLETED, (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -196,3 +197,29 @@ def most_live_leases(events: Sequence[LeaseEvent], task_ids: Iterable[str]) -> i
 
 def all_terminal(store: JobStore, ids: Iterable[str]) -> bool:
     return all((e := store.export_get(None, i)) is not None and e.state.terminal for i in ids)
+
+
+def run_with_kills(store: JobStore, export_id: str, home: Path, log: Path, *, workers: int,
+                   kills: int, rng: random.Random, seconds: float) -> int:
+    """Run ``export_id`` with ``workers`` worker processes, SIGKILLing a random one (and
+    starting another in its place) every 0.6-1.4 s (seeded by ``rng``) until ``kills``
+    kills or the export ends, then let them finish within ``seconds`` of the start.
+    Returns the kills made; every worker is stopped on the way out."""
+    procs = [start_worker(home, log) for _ in range(workers)]
+    made = 0
+    deadline = time.monotonic() + seconds
+    try:
+        while made < kills and not all_terminal(store, [export_id]):
+            time.sleep(rng.uniform(0.6, 1.4))
+            victim = rng.randrange(len(procs))
+            stop(procs[victim])
+            procs[victim] = start_worker(home, log)
+            made += 1
+        while not all_terminal(store, [export_id]):
+            assert time.monotonic() < deadline, (
+                f"export not done after {made} kills: {log.read_text()[-3000:]}")
+            time.sleep(0.3)
+    finally:
+        for p in procs:
+            stop(p)
+    return made

@@ -7,7 +7,6 @@ and the lease log shows no task with two live leases."""
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +16,10 @@ from egress.domain.jobs import ExportState
 from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
 from jobsharness import (
-    all_terminal,
     check_leases,
     drain_with_workers,
     export_outputs,
-    start_worker,
-    stop,
+    run_with_kills,
     write_home,
 )
 from splitharness import pg_source, rows_of, sqlite_source
@@ -66,23 +63,8 @@ def test_split_export_with_kills_is_byte_identical(tmp_path: Path, pg_server: An
 
         killed = create({"split": 4, "split_files": True})
         log = tmp_path / "workers.log"
-        procs = [start_worker(settings.home, log) for _ in range(3)]
-        kills = 0
-        deadline = time.monotonic() + 80
-        try:
-            while kills < KILLS and not all_terminal(store, [killed.id]):
-                time.sleep(rng.uniform(0.6, 1.4))
-                victim = rng.randrange(len(procs))
-                stop(procs[victim])
-                procs[victim] = start_worker(settings.home, log)
-                kills += 1
-            while not all_terminal(store, [killed.id]):
-                assert time.monotonic() < deadline, (
-                    f"export not done after {kills} kills: {log.read_text()[-3000:]}")
-                time.sleep(0.3)
-        finally:
-            for p in procs:
-                stop(p)
+        kills = run_with_kills(store, killed.id, settings.home, log, workers=3,
+                               kills=KILLS, rng=rng, seconds=80)
         assert kills >= 3, f"only {kills} kills happened before the export finished"
         state = store.export_get(None, killed.id)
         assert state.state is ExportState.COMPLETED, (state.error_detail,

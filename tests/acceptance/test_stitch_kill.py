@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +23,9 @@ from egress.domain.jobs import ExportState
 from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
 from jobsharness import (
-    all_terminal,
     check_leases,
     drain_with_workers,
-    start_worker,
-    stop,
+    run_with_kills,
     write_home,
 )
 from splitharness import pg_source, sqlite_source
@@ -89,23 +86,8 @@ def test_stitched_split_with_kills_is_byte_identical(
         killed = create({"split": 4, "split_files": False})
         assert len(store.task_list(killed.id)) == 4
         log = tmp_path / "workers.log"
-        procs = [start_worker(settings.home, log) for _ in range(WORKERS)]
-        kills = 0
-        deadline = time.monotonic() + 80 * max(1, ROWS // 200_000)
-        try:
-            while kills < KILLS and not all_terminal(store, [killed.id]):
-                time.sleep(rng.uniform(0.6, 1.4))
-                victim = rng.randrange(len(procs))
-                stop(procs[victim])
-                procs[victim] = start_worker(settings.home, log)
-                kills += 1
-            while not all_terminal(store, [killed.id]):
-                assert time.monotonic() < deadline, (
-                    f"export not done after {kills} kills: {log.read_text()[-3000:]}")
-                time.sleep(0.3)
-        finally:
-            for p in procs:
-                stop(p)
+        kills = run_with_kills(store, killed.id, settings.home, log, workers=WORKERS,
+                               kills=KILLS, rng=rng, seconds=80 * max(1, ROWS // 200_000))
         assert kills >= 3, f"only {kills} kills happened before the export finished"
         whole = create({})
         drain_with_workers(settings.home, 1, log, timeout=80 * max(1, ROWS // 200_000))
