@@ -54,7 +54,7 @@ def test_stitched_split_with_kills_is_byte_identical(
         # on S3, ids up to 250,000: SQLite's row estimate (the largest rowid past 200,000)
         # stays near the count, so the single task's part budget plans the same parts
         source = sqlite_source(tmp_path / "source.db", rows=ROWS,
-                               **({"top": 250_000} if dest == "s3" else {}))
+                               **({"top": ROWS * 5 // 4} if dest == "s3" else {}))
         store_url = f"sqlite:///{tmp_path / 'home' / 'egress.db'}"
     else:
         suffix = rng.randrange(10**9)
