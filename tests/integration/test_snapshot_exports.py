@@ -81,11 +81,10 @@ def test_racing_coordinators_record_one_snapshot_and_the_loser_lets_go(
     settings = _pg_settings(tmp_path, store_url, source_url)
     store = SqlJobStore(store_url)
     stopping = threading.Event()
+    sides = [SnapshotCoordinators(store, settings, f"worker-{i}", stopping) for i in range(2)]
     try:
         store.migrate()
         export, _ = store.export_create(_record(), [])
-        sides = [SnapshotCoordinators(store, settings, f"worker-{i}", stopping)
-                 for i in range(2)]
         start = threading.Barrier(2)
         got: list[ExportRecord | None] = [None, None]
 
@@ -102,7 +101,10 @@ def test_racing_coordinators_record_one_snapshot_and_the_loser_lets_go(
         assert got[0].snapshot_id == got[1].snapshot_id is not None
         owner = got[0].snapshot_owner
         assert owner in ("worker-0", "worker-1")
-        assert [len(s.held()) for s in sides].count(1) == 1  # the winner holds it
+        # the winner holds it; the loser lets go (its thread ends once its session has
+        # rolled back and closed: a round trip after the race is decided)
+        assert wait_until(lambda: [len(s.held()) for s in sides] in ([1, 0], [0, 1]), 10), (
+            [s.held() for s in sides])
         assert wait_until(lambda: _holders(source_url) == 1, 10)
         # the export ends: its coordinator ends the session within a heartbeat or two
         store.export_cancel("p", export.id)
@@ -110,6 +112,8 @@ def test_racing_coordinators_record_one_snapshot_and_the_loser_lets_go(
         assert all(s.held() == [] for s in sides)
     finally:
         stopping.set()
+        for side in sides:  # no session left open for a later test's garbage collection
+            side.close(10)
         store.close()
 
 
