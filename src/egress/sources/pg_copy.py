@@ -78,7 +78,13 @@ class CsvCopy:
         last: bytes | memoryview | None = None
         got = 0
         while got < n:
-            nbytes, data = get(0)
+            try:
+                nbytes, data = get(0)
+            except psycopg.Error as exc:  # the connection broke (psycopg raises on -2)
+                self.ended = True
+                raise self._translate(CopyFailed(
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else
+                    type(exc).__name__, getattr(exc, "sqlstate", None))) from None
             if nbytes <= 0:
                 self._end(nbytes)
                 break

@@ -30,7 +30,11 @@ def make_home(home: Path, server: TrinoProtocolServer) -> Path:
         f'[sources.wh]\nurl = "{trino_url(server)}"\n'
         "[worker]\nslice_seconds = 1.0\nlease_seconds = 3.0\nheartbeat_seconds = 0.5\nnice = 0\n"
         "poll_seconds = 0.05\nreconcile_seconds = 0.2\nconcurrency = 1\n"
-        f"[remote]\npoll_delays = [{delays}]\npoll_pass_seconds = 0.05\n")
+        # a poll pass killed with the task taken holds it from the others for
+        # poll_hold_seconds (60 s by default: as long as the second worker was given,
+        # which made the first test time out when the kill landed in a poll pass)
+        f"[remote]\npoll_delays = [{delays}]\npoll_pass_seconds = 0.05\n"
+        "poll_hold_seconds = 2.0\n")
     return home
 
 
