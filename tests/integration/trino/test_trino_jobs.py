@@ -351,7 +351,9 @@ def test_the_reconciler_resets_a_claim_never_submitted_but_never_a_submitted_tas
     from egress.worker.reconciler import reconcile_once
 
     quick = dataclasses.replace(settings, remote=dataclasses.replace(
-        settings.remote, claimed_reset_seconds=0.3, unpolled_lookup_seconds=3600))
+        # 3 s: the claims, a submit and a reconcile pass come first (a loaded CI machine
+        # once took more than the 0.3 s this was, and the "not yet" check failed)
+        settings.remote, claimed_reset_seconds=3.0, unpolled_lookup_seconds=3600))
     trino.plan_for(r'"items"', QueryPlan(queued_polls=10_000))
     stuck_id = create(store, quick, "orders")
     polled_id = create(store, quick, "items")
@@ -361,8 +363,8 @@ def test_the_reconciler_resets_a_claim_never_submitted_but_never_a_submitted_tas
     [submitting] = store.task_claim("w", lease_seconds=3600, project_cap=4, limit=1)
     assert runner.run(submitting) == "submitted"
     before = STALE_CLAIMS_RESET._value.get()
-    assert reconcile_once(store, quick).rescued == 0  # not yet 0.3 s
-    time.sleep(0.4)
+    assert reconcile_once(store, quick).rescued == 0  # not yet 3 s
+    time.sleep(3.1)
     assert reconcile_once(store, quick).rescued == 1
     assert STALE_CLAIMS_RESET._value.get() == before + 1
     assert store.task_list(stuck_id)[0].state is TaskState.QUEUED
