@@ -6,6 +6,9 @@ times under two workers — each restart only after at least one more part was c
 with ``max_attempts = 3``: counted over the whole export that would fail it at its third
 failure; counted since the last progress, every export completes, byte-identical to
 an uninterrupted run.
+
+Both exports are paced (``max_rows_per_second``): unpaced, they ended before the eighth
+restart on a fast run, and the test asserts that every restart happened mid-export.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ PART_ROWS = 4000
 WORKER = {"concurrency": 1, "heartbeat_seconds": 0.3, "reconcile_seconds": 0.3,
           "poll_seconds": 0.1, "backoff_seconds": 1.0, "backoff_max_seconds": 4.0,
           "max_attempts": 3, "slice_seconds": 5.0, "lease_seconds": 4.0}
+#: Rows per second one task reads: a restart cycle (restart, backoff, one more part) takes
+#: 2-5 s, so eight of them fit well inside the ~50 s each paced export lasts.
+SOURCE_ROWS, SOURCE_PACE = 600_000, 12_000
+STORE_SIZES, STORE_PACE = {"a": 300_000, "b": 200_000}, 6_000
 
 
 def _rows(read: Callable[[], int]) -> int | None:
@@ -78,11 +85,12 @@ def test_an_export_survives_eight_restarts_of_its_postgresql_source(tmp_path: Pa
         with psycopg.connect(source_url, autocommit=True) as conn:
             conn.execute("CREATE TABLE events (id bigint PRIMARY KEY, kind text, amount "
                          "numeric(12,2), at timestamptz)")
-            conn.execute("INSERT INTO events SELECT i, 'kind-' || (i % 7), (i % 1000) / 4.0, "
+            conn.execute("INSERT INTO events SELECT i, 'kind-' || (i %% 7), (i %% 1000) / 4.0, "
                          "timestamptz '2024-01-01 00:00+00' + i * interval '1 second' "
-                         "FROM generate_series(1, 1500000) i")
+                         "FROM generate_series(1, %s::int) i", (SOURCE_ROWS,))
         settings = write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 's.db'}",
-                              sources={"main": source_url}, worker=WORKER)
+                              sources={"main": source_url}, worker=WORKER,
+                              source_limits={"main": {"max_rows_per_second": SOURCE_PACE}})
         store = SqlJobStore(settings.store_url)
         store.migrate()
         export = create_export(store, settings, ExportRequest(
@@ -118,12 +126,13 @@ def test_an_export_survives_eight_restarts_of_its_postgresql_source(tmp_path: Pa
 def test_exports_survive_eight_restarts_of_the_postgresql_store_under_two_workers(
     tmp_path: Path,
 ) -> None:
-    sizes = {"a": 400_000, "b": 300_000}
+    sizes = STORE_SIZES
     source = make_events_db(tmp_path / "source.db", sizes)
     with running_server() as store_server:
         store_url = store_server.create_database("store")
         settings = write_home(tmp_path / "home", store_url=store_url, sources={"main": source},
-                              worker=WORKER)
+                              worker=WORKER,
+                              source_limits={"main": {"max_rows_per_second": STORE_PACE}})
         store = SqlJobStore(store_url)
         store.migrate()
         exports = [create_export(store, settings, ExportRequest(
