@@ -145,8 +145,12 @@ class ExportDefaults:
     max_page_bytes: int = 1024 * 1024 * 1024
     #: ``split: auto`` plans a table with more estimated rows than this as several tasks
     #: over key ranges, one per this many rows (at most 64; docs/jobs.md, "Splitting a
-    #: big table"). Tables are not split unless an export asks (``split``).
+    #: big table"). Without ``split``, see ``auto_split``.
     split_rows: int = 10_000_000
+    #: Split tables above ``split_rows`` even when an export does not ask, where the
+    #: split is stitched (SQLite and PostgreSQL tables with a one-column key, no
+    #: filters): the output is the bytes one task writes, only sooner with idle workers.
+    auto_split: bool = True
 
 
 @dataclass(frozen=True)

@@ -18,18 +18,15 @@ from typing import Any
 from egress.catalog_cache import CatalogCache
 from egress.config import Settings
 from egress.domain.access import AuditEntry
-from egress.domain.checkpoint import Checkpoint, TaskSpec
+from egress.domain.checkpoint import Checkpoint
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
-from egress.domain.predicate import Predicate
-from egress.domain.ranges import KeyRange, check_split, range_count
+from egress.domain.ranges import SEQ_STRIDE, check_split
 from egress.engine.copied import check_server_csv
 from egress.engine.manifest import MANIFEST, SUCCESS
-from egress.engine.plan import plan_task
 from egress.engine.selection import check_selection
-from egress.engine.sizes import SizeLimits
-from egress.engine.split import check_split_export, plan_ranges
-from egress.engine.stitch import STITCH_SOURCES, STITCH_WHO, plan_stitched
+from egress.engine.split import check_split_export, check_splittable, split_asked
+from egress.engine.stitch import STITCH_SOURCES, STITCH_WHO
 from egress.exceptions import ConfigError, NotFoundError
 from egress.formats import resolve_compression
 from egress.formats.csv import DIALECTS as CSV_DIALECTS
@@ -70,10 +67,6 @@ EXPORT_OPTIONS = {
                    "per table with the bytes one task would write (SQLite and PostgreSQL "
                    "tables with a one-column key); absent: one file where that applies",
 }
-#: A split export that does not say ``split_files`` is stitched (one file per table, the
-#: bytes one task would write) wherever a stitched split applies, and writes each range's
-#: own files elsewhere (docs/jobs.md, Splitting a big table).
-STITCH_BY_DEFAULT = True
 
 
 def check_project(name: str) -> str:
@@ -138,7 +131,7 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
                               f"got {checked['snapshot']!r}")
         if not checked["snapshot"]:
             del checked["snapshot"]  # the default: the same request as without it
-    if "split" in checked:
+    if "split" in checked and checked["split"] is not False:  # false: kept, no split at all
         split = check_split(checked["split"])
         if split is None:
             del checked["split"]  # the default: the same request as without it
@@ -148,9 +141,9 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(checked["split_files"], bool):
             raise ConfigError(f"export option split_files must be true or false, "
                               f"got {checked['split_files']!r}")
-        if "split" not in checked:
+        if not checked.get("split"):
             raise ConfigError("split_files applies to a split export: give split too")
-    if split_layout(checked) == "stitched" and checked.get("max_file_size"):
+    if checked.get("split_files") is False and checked.get("max_file_size"):
         raise ConfigError("a stitched split (split_files: false) writes one file per table: "
                           "max_file_size needs split_files: true")
     if checked.get("snapshot") and checked.get("csv_dialect") == "postgres":
@@ -303,10 +296,16 @@ def create_export_planned(
                               "with a WHERE clause instead")
     if options.get("csv_dialect") == "postgres":
         _check_server_csv(source, request.format, infos, options.get("select") or {})
-    if split_layout(options) == "stitched":
-        check_stitched_export(settings, request.destination, url)
-    ranges = (_plan_splits(settings, url, infos, request, options)
-              if options.get("split") else {})
+    asked = split_asked(options, source_kind(url), remote=remote,
+                        auto_split=settings.export.auto_split)
+    if asked is not None:  # planned by the first worker to claim each table (engine/split.py)
+        if asked.layout == "stitched":
+            check_stitched_export(url)
+        for info in infos:
+            filters = ((options.get("select") or {}).get(info.name) or {}).get("filters")
+            check_splittable(info, asked, settings.export.split_rows, filtered=bool(filters))
+    # a table's ranges take the seqs right after its task's: room for the most ranges
+    stride = SEQ_STRIDE if asked is not None else 1
     export_id = new_id("exp")
     export = ExportRecord(
         id=export_id,
@@ -324,25 +323,19 @@ def create_export_planned(
         created_by=created_by,
         max_duration=settings.export.max_duration,
     )
-    whole: list[tuple[KeyRange | None, TaskSpec | None]] = [(None, None)]
-    planned = [(info, r, spec) for info in infos
-               for r, spec in (ranges.get(info.name) or whole)]
     tasks = [
         TaskRecord(
             id=new_id("tsk"),
             export_id=export_id,
             project=project,
             table=info.name,
-            seq=i,
+            seq=i * stride,
             state=TaskState.QUEUED,
-            rows_estimate=_range_estimate(info.row_estimate, key_range),
+            rows_estimate=info.row_estimate,
             max_attempts=settings.worker.max_attempts,
             remote_mode=(options.get("mode") or "direct") if remote else None,
-            key_range=key_range.to_json() if key_range is not None else None,
-            # a stitched range: planned now, with the whole table (engine/stitch.py)
-            spec=spec.to_json() if spec is not None else None,
         )
-        for i, (info, key_range, spec) in enumerate(planned)
+        for i, info in enumerate(infos)
     ]
     if audit is not None:
         audit = replace(audit, export_id=export_id,
@@ -351,95 +344,11 @@ def create_export_planned(
     return stored, created, tasks if created else None
 
 
-def split_layout(options: dict[str, Any], url: str | None = None) -> str | None:
-    """How a split export writes a table: ``stitched`` (one file, engine/stitch.py; asked
-    for with ``split_files: false``: refused where it cannot be), ``files`` (each range
-    its own files), ``auto`` (stitched where it applies, else files: the default), or
-    None (not split). With ``url``, ``auto`` is decided as far as the export's source
-    and options decide it (a table's key and filters decide the rest)."""
-    if not options.get("split"):
-        return None
-    given = options.get("split_files")
-    if given is not None:
-        return "files" if given else "stitched"
-    if not STITCH_BY_DEFAULT or options.get("max_file_size"):
-        return "files"
-    if url is not None and source_kind(url) not in STITCH_SOURCES:
-        return "files"
-    return "auto"
-
-
-def check_stitched_export(settings: Settings, destination: str, url: str) -> None:
+def check_stitched_export(url: str) -> None:
     """Refuse a stitched split where this version cannot stitch."""
     if source_kind(url) not in STITCH_SOURCES:
         raise ConfigError(f"a stitched split (split_files: false) applies to {STITCH_WHO}; "
                           "use split_files: true (each range its own files)")
-
-
-def _plan_splits(settings: Settings, url: str, infos: list[TableInfo],
-                 request: ExportRequest, options: dict[str, Any],
-                 ) -> dict[str, list[tuple[KeyRange, TaskSpec | None]]]:
-    """The key ranges of each table that is split (engine/split.py), sampled now: the
-    plan is stored with the tasks and never changes. A stitched split plans each
-    table's spec now too, and cuts it at exact row numbers (engine/stitch.py)."""
-    out: dict[str, list[tuple[KeyRange, TaskSpec | None]]] = {}
-    split = options["split"]
-    layout = split_layout(options, url)
-    # a stitched range is planned now, as the whole table's task would be by a worker:
-    # with the sink's smallest part and most parts (no sink is opened: no request made)
-    dest = settings.destination(request.destination)
-    sink = None if dest.get("type", "local") == "local" else sink_from_destination(dest)
-    source = open_export_source(settings, url)
-    try:
-        for info in infos:
-            if layout in ("stitched", "auto"):
-                try:
-                    specs = _plan_stitched(settings, source, info, request, options, sink)
-                except ConfigError:
-                    if layout == "stitched":
-                        raise
-                    specs = []  # auto: this table (its key, its filters) in range files
-                else:
-                    if specs:
-                        out[info.name] = [(s.key_range, s) for s in specs if s.key_range]
-                    continue
-            ranges = plan_ranges(source, info, split, settings.export.split_rows)
-            if ranges:
-                out[info.name] = [(r, None) for r in ranges]
-    finally:
-        source.close()
-    return out
-
-
-def _plan_stitched(settings: Settings, source: Source, info: TableInfo,
-                   request: ExportRequest, options: dict[str, Any],
-                   sink: Sink | None) -> list[TaskSpec] | None:
-    count = range_count(options["split"], info.row_estimate, settings.export.split_rows)
-    if count < 2:
-        return None
-    select = (options.get("select") or {}).get(info.name) or {}
-    columns = select.get("columns")
-    defaults = settings.export
-    spec = plan_task(
-        source, info, format=request.format, compression=request.compression,
-        part_size=options.get("part_size") or defaults.part_size,
-        part_rows=options.get("part_rows"), max_file_size=None,
-        min_part_bytes=sink.min_part_bytes if sink is not None else 0,
-        options=format_options_of(options),
-        columns=tuple(columns) if columns else None,
-        predicate=Predicate.from_json(select.get("filters")),
-        limits=SizeLimits(defaults.max_value_bytes, defaults.max_page_bytes),
-    )
-    return plan_stitched(source, info, spec, count,
-                         part_size=options.get("part_size") or defaults.part_size,
-                         max_parts=sink.max_parts if sink is not None else None)
-
-
-def _range_estimate(estimate: int | None, key_range: KeyRange | None) -> int | None:
-    """A range's share of the table's estimated rows (ranges hold similar counts)."""
-    if estimate is None or key_range is None:
-        return estimate
-    return -(-estimate // key_range.count)
 
 
 def check_snapshot_source(url: str) -> None:

@@ -143,6 +143,30 @@ def test_a_read_in_a_snapshot_that_is_gone_fails_naming_the_coordinator(pg_url: 
         source.close()
 
 
+def test_a_split_is_planned_in_the_export_snapshot(pg_url: str) -> None:
+    """The planning worker counts rows and takes boundaries in the export's snapshot, so
+    a stitched split cuts the rows the ranges will read; a snapshot gone fails it."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE sp (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO sp SELECT generate_series(1, 100)")
+    source = PostgresSource(pg_url)
+    try:
+        info = source.describe("sp")
+        with SnapshotSession(pg_url) as session:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("DELETE FROM sp WHERE id <= 50")
+                conn.execute("INSERT INTO sp SELECT generate_series(101, 300)")
+            source.use_snapshot(session.id, "host:1:abc")
+            assert source.key_at_rows(info, lambda rows: [rows // 2]) == (100, ["50"])
+            assert source.split_points(info, 2) == ["50"]
+        with pytest.raises(SnapshotLostError, match=f"snapshot {session.id} is gone"):
+            source.key_at_rows(info, lambda rows: [1])
+        with pytest.raises(SnapshotLostError, match="worker host:1:abc"):
+            source.split_points(info, 2)
+    finally:
+        source.close()
+
+
 @pytest.mark.postgres
 def test_the_option_is_checked_and_refused_where_no_snapshot_can_be_shared(
     tmp_path: Path, pg_server: Any

@@ -38,9 +38,11 @@ def run_split_and_whole(tmp_path: Path, source: str, table: str, fmt: str,
             options={"split": 4, "split_files": True, "part_rows": 1500, **options}))
         whole, _ = create_export(store, settings, ExportRequest(
             source="main", tables=(table,), format=fmt, options={"part_rows": 1500}))
+        # one task until a worker claims it and plans the ranges (engine/split.py)
+        assert [t.key_range for t in store.task_list(split.id)] == [None]
+        drain_with_workers(settings.home, 3, tmp_path / "workers.log", timeout=80)
         tasks = store.task_list(split.id)
         assert len(tasks) == 4 and [t.key_range["index"] for t in tasks] == [0, 1, 2, 3]
-        drain_with_workers(settings.home, 3, tmp_path / "workers.log", timeout=80)
         split, whole = store.export_get(None, split.id), store.export_get(None, whole.id)
         assert split.state is ExportState.COMPLETED, split.error_detail
         assert whole.state is ExportState.COMPLETED, whole.error_detail

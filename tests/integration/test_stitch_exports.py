@@ -40,10 +40,12 @@ def stitched_and_whole(tmp_path: Path, source: str, table: str, fmt: str,
         whole, _ = create_export(store, settings, ExportRequest(
             source="main", tables=(table,), format=fmt, compression=compression,
             options={"part_rows": PART_ROWS}))
+        # one task until a worker claims it and plans the ranges (engine/split.py)
+        assert [t.key_range for t in store.task_list(split.id)] == [None]
+        drain_with_workers(settings.home, workers, tmp_path / "workers.log", timeout=80)
         tasks = store.task_list(split.id)
         assert [t.key_range["index"] for t in tasks] == [0, 1, 2, 3]
-        assert all(t.spec and t.spec["stitch_name"] for t in tasks)  # planned at create
-        drain_with_workers(settings.home, workers, tmp_path / "workers.log", timeout=80)
+        assert all(t.spec and t.spec["stitch_name"] for t in tasks)  # planned with the table
         split, whole = store.export_get(None, split.id), store.export_get(None, whole.id)
         assert split.state is ExportState.COMPLETED, split.error_detail
         assert whole.state is ExportState.COMPLETED, whole.error_detail
@@ -150,8 +152,8 @@ def test_s3_stitched_split_is_byte_identical(tmp_path: Path, s3: Any, fmt: str,
             source="main", tables=("events",), format=fmt, compression=compression,
             destination="lake", options={"part_rows": PART_ROWS, **extra}))[0]
             for extra in ({"split": 4, "split_files": False}, {})]
-        assert len(store.task_list(exports[0].id)) == 4
         drain_with_workers(settings.home, 3, tmp_path / "workers.log", timeout=80)
+        assert len(store.task_list(exports[0].id)) == 4
         done = [store.export_get(None, e.id) for e in exports]
         for e in done:
             assert e.state is ExportState.COMPLETED, e.error_detail
@@ -188,20 +190,28 @@ def test_default_split_is_stitched_where_it_applies(tmp_path: Path) -> None:
     try:
         store.migrate()
 
-        def specs(table: str, **options: Any) -> list[Any]:
+        def create(table: str, **options: Any) -> str:
             export, _ = create_export(store, settings, ExportRequest(
                 source="main", tables=(table,), format="csv",
                 options={"split": 3, "part_rows": 500, **options}))
-            return [t.spec for t in store.task_list(export.id)]
+            return export.id
 
-        stitched = specs("events")
+        made = {"stitched": create("events"), "files": create("events", split_files=True),
+                "max_file_size": create("events", max_file_size=10_000),
+                "composite": create("pairs")}
+        with pytest.raises(ConfigError, match="one-column key"):
+            create("pairs", split_files=False)
+        drain_with_workers(settings.home, 2, tmp_path / "workers.log", timeout=60)
+        specs = {k: [t.spec for t in store.task_list(v)] for k, v in made.items()}
+        stitched = specs.pop("stitched")
         assert len(stitched) == 3 and all(s["stitch_name"] == "events.csv" for s in stitched)
         assert [s["stitch_rows_before"] for s in stitched] == [0, 1000, 2000]
-        assert specs("events", split_files=True) == [None] * 3  # planned by the worker
-        assert specs("events", max_file_size=10_000) == [None] * 3
-        assert specs("pairs") == [None] * 3  # composite key: range files
-        with pytest.raises(ConfigError, match="one-column key"):
-            specs("pairs", split_files=False)
+        for kind, planned in specs.items():  # range files: each range planned on its own
+            assert len(planned) == 3 and not any(s.get("stitch_name") for s in planned), kind
+            assert [s["key_range"]["index"] for s in planned] == [0, 1, 2], kind
+        for export_id in made.values():
+            done = store.export_get(None, export_id)
+            assert done is not None and done.state is ExportState.COMPLETED, done
     finally:
         store.close()
     home = str(settings.home)
@@ -244,3 +254,85 @@ def test_s3_stitch_killed_midway_is_redone(s3: Any, monkeypatch: pytest.MonkeyPa
     assert s3.objects("st/") == {"t.csv": want}  # pieces removed
     assert sha == hashlib.sha256(want).hexdigest() == sink.stitch_file(
         "t.csv", pieces, b"END", len(want))
+
+
+def test_big_tables_split_by_default_only_where_the_file_stays_the_same(
+    tmp_path: Path,
+) -> None:
+    """No split option: a table above split_rows is split when a stitch writes the bytes
+    one task writes (here a CSV of a one-column key); a Parquet dataset (numbered files)
+    or a composite key stays one task, and split: false keeps any table whole."""
+    import sqlite3
+
+    from egress.config import load_settings
+
+    source = sqlite_source(tmp_path / "source.db")
+    conn = sqlite3.connect(tmp_path / "source.db")
+    conn.execute("CREATE TABLE pairs (a INTEGER, b INTEGER, PRIMARY KEY (a, b))")
+    conn.executemany("INSERT INTO pairs VALUES (?, ?)", ((i // 3, i) for i in range(30_000)))
+    conn.commit()
+    conn.close()
+    settings = write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 's.db'}",
+                          sources={"main": source}, worker=WORKER)
+    with open(settings.home / "egress.toml", "a") as f:
+        f.write("\n[export]\nsplit_rows = 8000\n")
+    settings = load_settings(settings.home, env={})
+    store = SqlJobStore(settings.store_url)
+    try:
+        store.migrate()
+
+        def create(table: str, fmt: str = "csv", **options: Any) -> str:
+            export, _ = create_export(store, settings, ExportRequest(
+                source="main", tables=(table,), format=fmt, compression="gzip"
+                if fmt == "csv" else None, options={"part_rows": PART_ROWS, **options}))
+            return export.id
+
+        made = {"default": create("events"), "whole": create("events", split=False),
+                "parquet": create("events", "parquet"), "pairs": create("pairs")}
+        drain_with_workers(settings.home, 3, tmp_path / "workers.log", timeout=80)
+        tasks = {k: store.task_list(v) for k, v in made.items()}
+        assert len(tasks["default"]) >= 2
+        assert all(t.spec["stitch_name"] == "events.csv.gz" for t in tasks["default"])
+        for kind in ("whole", "parquet", "pairs"):
+            assert [t.key_range for t in tasks[kind]] == [None], kind
+        done = {k: store.export_get(None, v) for k, v in made.items()}
+        for e in done.values():
+            assert e.state is ExportState.COMPLETED, e.error_detail
+        check_same_file(settings, done["default"], done["whole"])
+    finally:
+        store.close()
+
+
+def check_same_file(settings: Any, split: Any, whole: Any) -> None:
+    (got,), (want,) = split.manifest["files"], whole.manifest["files"]
+    assert (got["name"], got["sha256"]) == (want["name"], want["sha256"])
+    assert (export_root(settings, split) / got["name"]).read_bytes() == (
+        export_root(settings, whole) / want["name"]).read_bytes()
+
+
+def test_creating_a_split_export_reads_no_more_than_the_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The request answers at once: sampling the key (split files) or counting rows
+    (stitched) is the first worker's job, however big the table."""
+    from egress.sources.sqlite import SqliteSource
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the create request read the table's keys")
+
+    monkeypatch.setattr(SqliteSource, "split_points", refuse)
+    monkeypatch.setattr(SqliteSource, "key_at_rows", refuse)
+    source = sqlite_source(tmp_path / "source.db", rows=3000)
+    settings = write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 's.db'}",
+                          sources={"main": source}, worker=WORKER)
+    store = SqlJobStore(settings.store_url)
+    try:
+        store.migrate()
+        for options in ({"split": 4}, {"split": 4, "split_files": True},
+                        {"split": 4, "split_files": False}, {"split": "auto"}, {}):
+            export, _ = create_export(store, settings, ExportRequest(
+                source="main", tables=("events",), options=options))
+            [task] = store.task_list(export.id)
+            assert task.key_range is None and task.spec is None, options
+    finally:
+        store.close()

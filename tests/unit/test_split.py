@@ -230,3 +230,49 @@ def test_postgres_range_bounds_keep_the_copy_fast_path_and_bind_otherwise() -> N
                          Predicate((Condition("k", "=", "x"),), bounds), params)
     assert params == ["2024-01-01 00:00:00+00", "2024-02-01 00:00:00+00", "x"]
     assert "CAST($2::text AS timestamp with time zone)" in bound and "LIMIT $5" in bound
+
+
+def test_which_exports_split_and_how() -> None:
+    from egress.engine.split import SplitAsked, split_asked
+
+    # no split option: the quiet default (stitched or nothing) where a stitch can apply
+    assert split_asked({}, "sqlite") == SplitAsked("auto", "quiet")
+    assert split_asked({}, "postgresql") == SplitAsked("auto", "quiet")
+    assert split_asked({}, "sqlite", auto_split=False) is None
+    for kind in ("duckdb", "mysql", "trino"):  # their splits change the files: only asked
+        assert split_asked({}, kind) is None
+    assert split_asked({"max_file_size": 10}, "sqlite") is None
+    assert split_asked({"split": False}, "sqlite") is None
+    assert split_asked({"query": {"sql": "SELECT 1"}}, "sqlite") is None
+    assert split_asked({"csv_dialect": "postgres"}, "postgresql") is None
+    assert split_asked({}, "trino", remote=True) is None
+    # asked for: as asked
+    assert split_asked({"split": 4}, "sqlite") == SplitAsked(4, "auto")
+    assert split_asked({"split": 4}, "sqlite", auto_split=False) == SplitAsked(4, "auto")
+    assert split_asked({"split": 4, "split_files": True}, "sqlite") == SplitAsked(4, "files")
+    assert split_asked({"split": 4, "split_files": False}, "sqlite") == SplitAsked(
+        4, "stitched")
+    assert split_asked({"split": "auto"}, "duckdb") == SplitAsked("auto", "files")
+    assert split_asked({"split": 4, "max_file_size": 10}, "sqlite") == SplitAsked(4, "files")
+
+
+def test_the_request_refuses_from_the_catalog_what_planning_would(tmp_path: Path) -> None:
+    from egress.engine.split import SplitAsked, check_splittable
+
+    db = tmp_path / "k.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE pairs (a INTEGER, b INTEGER, PRIMARY KEY (a, b))")
+    conn.execute("CREATE TABLE one (id INTEGER PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    src = SqliteSource(f"sqlite:///{db}")
+    try:
+        pairs, one = src.describe("pairs"), src.describe("one")
+    finally:
+        src.close()
+    with pytest.raises(ConfigError, match="one-column key"):
+        check_splittable(pairs, SplitAsked(2, "stitched"), 10, filtered=False)
+    with pytest.raises(ConfigError, match="filters"):
+        check_splittable(one, SplitAsked(2, "stitched"), 10, filtered=True)
+    check_splittable(pairs, SplitAsked(2, "files"), 10, filtered=True)
+    check_splittable(pairs, SplitAsked(2, "quiet"), 10, filtered=False)  # then not split

@@ -128,8 +128,10 @@ class ExportCreate(_Request):
                     "10M; smaller tables stay whole). The table's file is the bytes one task "
                     "would write, or each range's own files (`split_files`). SQLite, "
                     "PostgreSQL, DuckDB and MySQL/MariaDB tables only; not with a query. "
-                    "Default false: one task per table (docs/jobs.md, Splitting a big "
-                    "table).")
+                    "`false`: one task per table, never split. Default: a SQLite or "
+                    "PostgreSQL table above `split_rows` whose single file a split can "
+                    "write byte for byte is split `auto` (setting `auto_split`); every "
+                    "other table is one task (docs/jobs.md, Splitting a big table).")
     split_files: bool | None = Field(
         default=None,
         description="With `split`: `false` writes each table as ONE file, byte-identical to "
@@ -177,8 +179,9 @@ class PlannedTable(BaseModel):
         description="The catalog's row estimate (an upper bound with filters; null for a "
                     "query on SQLite).")
     key_range: KeyRangePublic | None = Field(
-        default=None, description="`split`: the key range this task reads (a table split "
-                                  "into N ranges is listed N times, in key order).")
+        default=None, description="Always null here: a split table's ranges are planned "
+                                  "by the first worker to claim it, and listed by GET "
+                                  "/v1/exports/{id} (one entry per range, in key order).")
 
 
 class ExportCreated(BaseModel):

@@ -200,10 +200,11 @@ def jobs() -> None:
 @click.option("--snapshot", is_flag=True,
               help="Read every table in one consistent snapshot (PostgreSQL sources; "
                    "docs/jobs.md, Consistency).")
-@click.option("--split", default=None, metavar="N|auto",
+@click.option("--split", default=None, metavar="N|auto|false",
               help="Read each table as N key ranges (2-64) by as many workers at once, or "
                    "auto (one per split_rows estimated rows). SQLite, PostgreSQL, DuckDB "
-                   "and MySQL/MariaDB tables (docs/jobs.md).")
+                   "and MySQL/MariaDB tables. false: never split. Default: tables above "
+                   "split_rows split where the file stays the same bytes (docs/jobs.md).")
 @click.option("--split-files/--no-split-files", "split_files", default=None,
               help="With --split: each range its own numbered files (--split-files), or one "
                    "file per table with the bytes one task would write (--no-split-files; "
@@ -250,7 +251,9 @@ def jobs_create(
     if snapshot:
         options["snapshot"] = True
     if split is not None:
-        options["split"] = int(split) if split.isdigit() else split  # checked by the manager
+        # checked by the manager
+        options["split"] = (int(split) if split.isdigit()
+                            else False if split.lower() == "false" else split)
     if split_files is not None:
         options["split_files"] = split_files
     request = manager.ExportRequest(

@@ -23,9 +23,12 @@ from egress.exceptions import ConfigError
 
 #: Most ranges one table is split into (``split: auto`` stops here; N above is refused).
 MAX_RANGES = 64
+#: Seqs between two tables' tasks in an export that may be split: a table's ranges take
+#: the seqs right after its task's, so that an export's tasks stay in file order.
+SEQ_STRIDE = MAX_RANGES
 #: What ``split`` accepts, for error messages.
 SPLIT_ALLOWED = (f"an integer from 2 to {MAX_RANGES}, \"auto\" (ranges of about split_rows "
-                 "rows), or false (one task per table, the default)")
+                 "rows), or false (one task per table, never split)")
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,25 @@
-"""Planning a split table: how many key ranges, and where they start and end.
+"""Planning a split table: whether to split it, how many key ranges, and where they start
+and end.
 
-Done once, when the export is created (the ranges are stored with its tasks and never
-change, so that resumed range tasks never overlap or miss a row). The boundaries are
-quantiles of the first key column that the source samples (``Source.split_points``:
-exact on small tables, a sample on big ones), so that ranges hold similar row counts
-even on a skewed key; repeated boundaries collapse into fewer ranges. Which sources
-and exports can be split is decided here too, with errors that say what is allowed.
+Done once, by the worker that first claims the table's task (``plan_split``; the ranges
+are stored with the tasks in one fenced write and never change, so that resumed range
+tasks never overlap or miss a row). Planning may read the whole key column (a stitched
+split counts exact rows), so it is never done in the request that creates the export.
+The boundaries are quantiles of the first key column that the source samples
+(``Source.split_points``: exact on small tables, a sample on big ones), so that ranges
+hold similar row counts even on a skewed key; repeated boundaries collapse into fewer
+ranges. Which sources and exports can be split is decided here too, with errors that say
+what is allowed.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from egress.domain.checkpoint import TaskSpec
 from egress.domain.ranges import KeyRange, range_count, ranges_from_bounds
+from egress.engine.stitch import STITCH_SOURCES, check_stitched, plan_stitched
 from egress.exceptions import ConfigError
 from egress.sources.base import Source, TableInfo
 
@@ -36,6 +43,79 @@ def check_split_export(split: int | str | None, *, kind: str, query: bool, remot
     if options.get("csv_dialect") == "postgres":
         raise ConfigError("split does not apply to csv_dialect postgres (the server writes "
                           "the whole table); use the egress CSV dialect to split")
+
+
+@dataclass(frozen=True)
+class SplitAsked:
+    """How an export splits its tables: ``split`` (N or ``"auto"``) and ``layout``:
+    ``stitched`` (one file, refused where it cannot be), ``files`` (each range its own
+    files), ``auto`` (stitched where it applies, else files) or ``quiet`` (the default
+    split nobody asked for: stitched where it applies, else not split, so that the
+    output is always the bytes one task writes)."""
+
+    split: int | str
+    layout: str
+
+
+def split_asked(options: dict[str, Any], kind: str, *, remote: bool = False,
+                auto_split: bool = True) -> SplitAsked | None:
+    """How an export with ``options`` on a ``kind`` source splits its tables (None: not
+    at all). No ``split`` option: ``auto`` split, stitched only (``quiet``), where a
+    stitched split can apply, unless ``auto_split`` (the setting) is off."""
+    if remote or "query" in options or options.get("csv_dialect") == "postgres":
+        return None
+    split = options.get("split")
+    if split is False:
+        return None
+    if split is None:
+        if not auto_split or kind not in STITCH_SOURCES or options.get("max_file_size"):
+            return None
+        return SplitAsked("auto", "quiet")
+    given = options.get("split_files")
+    if given is not None:
+        return SplitAsked(split, "files" if given else "stitched")
+    if options.get("max_file_size") or kind not in STITCH_SOURCES:
+        return SplitAsked(split, "files")
+    return SplitAsked(split, "auto")
+
+
+def check_splittable(table: TableInfo, asked: SplitAsked, split_rows: int, *,
+                     filtered: bool) -> None:
+    """Refuse at create time what planning would refuse later, from the catalog alone:
+    a table to be split that has no key, or a stitched split it cannot have."""
+    if asked.layout == "quiet" or range_count(asked.split, table.row_estimate, split_rows) < 2:
+        return
+    if not table.key_columns or table.opaque_key:
+        raise ConfigError(f"table {table.name!r} has no key to split on")
+    if asked.layout == "stitched":
+        check_stitched(table, filtered=filtered)
+
+
+def plan_split(source: Source, table: TableInfo, spec: TaskSpec, asked: SplitAsked, *,
+               split_rows: int, part_size: int, max_parts: int | None,
+               ) -> list[tuple[KeyRange, TaskSpec | None]] | None:
+    """The ranges of ``table`` and, stitched, each range's spec (None: one task).
+    ``spec``: the whole table's plan as one task would make it, before the sink's part
+    budget (``max_parts``). The default split (``quiet``) only stitches, and only where
+    one task writes one file: the output is then the same whatever is split."""
+    count = range_count(asked.split, table.row_estimate, split_rows)
+    if count < 2:
+        return None
+    if asked.layout == "quiet" and spec.max_file_size:
+        return None  # one task writes numbered files (a Parquet dataset): a stitch does not
+    if asked.layout in ("stitched", "auto", "quiet"):
+        try:
+            specs = plan_stitched(source, table, spec, count, part_size=part_size,
+                                  max_parts=max_parts)
+        except ConfigError:
+            if asked.layout == "stitched":
+                raise
+            if asked.layout == "quiet":
+                return None
+        else:
+            return [(s.key_range, s) for s in specs if s.key_range] if specs else None
+    ranges = plan_ranges(source, table, asked.split, split_rows)
+    return [(r, None) for r in ranges] if ranges else None
 
 
 def plan_ranges(source: Source, table: TableInfo, split: int | str | None,

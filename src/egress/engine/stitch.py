@@ -1,17 +1,18 @@
 """The stitched split: a split table's ranges joined into the bytes one task would write.
 
-A stitched split (``split_files: false``) is planned once, when the export is created
-(``plan_stitched``): one TaskSpec for the whole table, as a single task would plan it,
-and range boundaries at exact row indexes that are multiples of its ``part_rows``,
-counted from the table's first row. A part is made of chunks of ``part_rows`` rows, each
-its own gzip member, zstd frame or Parquet row group, so a range whose first row is a
-multiple of ``part_rows`` encodes exactly the chunks the single task encodes for those
-rows. Range *k* writes its chunks as a file of its own under a hidden name (a *piece*,
-``.egress/ranges/…``, completed like any file: resumable, fenced, atomic), with no
-header unless it is the first, its encoders told the row index it starts at (JSON's
-separators), and no footer. The export's finalize (``stitch_results``) joins the pieces
-in key order and appends the footer, built from every range's row-group metadata moved
-by the bytes before it (Parquet), under the final name.
+A stitched split is planned once, by the worker that first claims the table's task
+(``plan_stitched``, called from engine/split.py): one TaskSpec for the whole table, as a
+single task would plan it, and range boundaries at exact row indexes that are multiples
+of its ``part_rows``, counted from the table's first row. A part is made of chunks of
+``part_rows`` rows, each its own gzip member, zstd frame or Parquet row group, so a
+range whose first row is a multiple of ``part_rows`` encodes exactly the chunks the
+single task encodes for those rows. Range *k* writes its chunks as a file of its own
+under a hidden name (a *piece*, ``.egress/ranges/…``, completed like any file:
+resumable, fenced, atomic), with no header unless it is the first, its encoders told the
+row index it starts at (JSON's separators), and no footer. The export's finalize
+(``stitch_results``) joins the pieces in key order and appends the footer, built from
+every range's row-group metadata moved by the bytes before it (Parquet), under the final
+name.
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ STITCH_SOURCES = ("sqlite", "postgresql", "postgres")
 STITCH_WHO = "SQLite and PostgreSQL tables"
 
 
-def check_stitched(table: TableInfo, spec: TaskSpec) -> None:
-    """Refuse a stitched split where exact row boundaries cannot be had."""
+def check_stitched(table: TableInfo, *, filtered: bool) -> None:
+    """Refuse a stitched split where exact row boundaries cannot be had (``filtered``:
+    the export filters the table's rows)."""
     if len(table.key_columns) != 1 or table.opaque_key:
         raise ConfigError(
             f"table {table.name!r} has a composite key: a stitched split (one file) needs a "
             "one-column key; use split_files: true (each range its own files)")
-    if spec.predicate is not None:
+    if filtered:
         raise ConfigError("filters and a stitched split (one file) do not go together yet; "
                           "use split_files: true (each range its own files)")
 
@@ -65,7 +67,7 @@ def plan_stitched(source: Source, table: TableInfo, spec: TaskSpec, count: int, 
     """The specs of ``count`` stitched ranges of ``table`` (None: too small to split),
     ``spec`` being the single task's plan before the sink's part budget (``max_parts``,
     fitted here to the exact row count the boundaries are counted from)."""
-    check_stitched(table, spec)
+    check_stitched(table, filtered=spec.predicate is not None)
     rows_at = getattr(source, "key_at_rows", None)
     if rows_at is None:
         raise ConfigError(f"a stitched split (one file) applies to {STITCH_WHO}; use "

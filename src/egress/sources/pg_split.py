@@ -39,14 +39,26 @@ def split_query(qualified: str, key: str, estimate: int | None) -> tuple[sql.Com
     return query, sampled
 
 
+def _begin(cur: Any, settings: tuple[str, ...], snapshot: str | None) -> None:
+    """The planning transaction's start: REPEATABLE READ (one view of the table for the
+    count and the pass), in the export's snapshot if it has one (``snapshot``: the
+    ``SET TRANSACTION SNAPSHOT`` statement, before any query), then the read settings
+    (the text form the reads will cast back)."""
+    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    if snapshot is not None:
+        cur.execute(snapshot)
+    for statement in settings:
+        cur.execute(statement.replace("SET ", "SET LOCAL ", 1))
+
+
 def split_points(conn: psycopg.Connection[Any], settings: tuple[str, ...], qualified: str,
-                 key: str, estimate: int | None, count: int) -> list[str]:
+                 key: str, estimate: int | None, count: int,
+                 snapshot: str | None = None) -> list[str]:
     """At most ``count - 1`` increasing boundaries (repeats collapsed) as text."""
     fractions = [k / count for k in range(1, count)]
     query, _ = split_query(qualified, key, estimate)
     with conn.transaction(), conn.cursor() as cur:
-        for statement in settings:  # the text form the reads will cast back
-            cur.execute(statement.replace("SET ", "SET LOCAL ", 1))
+        _begin(cur, settings, snapshot)
         cur.execute(query, (fractions,))
         row = cur.fetchone()
     values = (row[0] if row else None) or []
@@ -58,14 +70,13 @@ def split_points(conn: psycopg.Connection[Any], settings: tuple[str, ...], quali
 
 
 def key_at_rows(conn: psycopg.Connection[Any], settings: tuple[str, ...], qualified: str,
-                key: str, ends_of: Callable[[int], list[int]]) -> tuple[int, list[str]]:
+                key: str, ends_of: Callable[[int], list[int]],
+                snapshot: str | None = None) -> tuple[int, list[str]]:
     """The table's row count and the values of ``key`` (as text, as the cursor binds
     them) at the 1-based row numbers ``ends_of(count)`` in key order (a stitched split:
     engine/stitch.py), exact: one count and one pass over the key, in one snapshot."""
     with conn.transaction(), conn.cursor() as cur:
-        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        for statement in settings:
-            cur.execute(statement.replace("SET ", "SET LOCAL ", 1))
+        _begin(cur, settings, snapshot)
         cur.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.SQL(qualified)))
         row = cur.fetchone()
         rows = int(row[0]) if row else 0

@@ -315,9 +315,10 @@ class PostgresSource:
             plan = self._plans[table.name]
         try:
             return split_points(self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
-                                quote_ident(table.key_columns[0]), table.row_estimate, count)
+                                quote_ident(table.key_columns[0]), table.row_estimate, count,
+                                self._snapshot[1] if self._snapshot else None)
         except psycopg.Error as exc:
-            raise self._translate(exc, getattr(exc, "sqlstate", None), table.name) from None
+            raise self._planning_error(exc, table) from None
 
     def key_at_rows(self, table: TableInfo,
                     ends_of: Callable[[int], list[int]]) -> tuple[int, list[str]]:
@@ -329,9 +330,20 @@ class PostgresSource:
             plan = self._plans[table.name]
         try:
             return key_at_rows(self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
-                               quote_ident(table.key_columns[0]), ends_of)
+                               quote_ident(table.key_columns[0]), ends_of,
+                               self._snapshot[1] if self._snapshot else None)
         except psycopg.Error as exc:
-            raise self._translate(exc, getattr(exc, "sqlstate", None), table.name) from None
+            raise self._planning_error(exc, table) from None
+
+    def _planning_error(self, exc: psycopg.Error, table: TableInfo) -> EgressError:
+        """A split's planning read failed: in a snapshot that is gone, the snapshot's
+        error (as a page read's), else the server's words."""
+        sqlstate = getattr(exc, "sqlstate", None)
+        if self._snapshot is not None and sqlstate in LOST_SQLSTATES:
+            snapshot_id, _, coordinator = self._snapshot
+            detail = self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
+            return snapshot_lost(snapshot_id, coordinator, detail[0])
+        return self._translate(exc, sqlstate, table.name)
 
     # --- rows -------------------------------------------------------------------------
 

@@ -162,6 +162,14 @@ class WorkerStore(Protocol):
         """Record a committed part (fenced by ``token``); False = lease lost."""
         ...
 
+    def task_split(self, task_id: str, token: str, ranges: list[dict[str, Any]]) -> bool:
+        """Plan a claimed task that was never planned as the key ranges of its table
+        (fenced by ``token``; False = lease lost): the task becomes the first range, and
+        each further range a new queued task right after it (``seq + k``), in one
+        transaction. A range is ``{"key_range", "spec" (None: planned when claimed),
+        "rows_estimate"}``."""
+        ...
+
     def task_requeue(
         self,
         task_id: str,

@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from egress.domain.ids import new_id
 from egress.domain.jobs import Heartbeat, TaskRecord
 from egress.failures import public_and_detail
 from egress.store import records
@@ -182,6 +183,39 @@ class TaskOps(SqlCore):
             self._events(conn, [{"task_id": task_id, "export_id": row.export_id,
                                  "kind": "commit", "lease_token": token,
                                  "worker": row.lease_owner, "at": row.updated_at}])
+            return True
+
+        return self._tx(run)
+
+    def task_split(self, task_id: str, token: str, ranges: list[dict[str, Any]]) -> bool:
+        if not ranges:
+            raise ValueError("a split needs at least one range")
+        first, rest = ranges[0], ranges[1:]
+        becomes_first = (
+            self._fenced(task_id, token)
+            .values(key_range=first["key_range"], spec=first.get("spec"),
+                    rows_estimate=first.get("rows_estimate"), updated_at=self._now)
+            .returning(tasks.c.export_id, tasks.c.project, tasks.c.table_name, tasks.c.seq,
+                       tasks.c.max_attempts, tasks.c.created_at,
+                       # an export cancelled or failed meanwhile: its new ranges are not
+                       # queued (a retry queues them with the other stopped tasks)
+                       self._back_to_queue().label("state"))
+        )
+
+        def run(conn: Connection) -> bool:
+            row = conn.execute(becomes_first).first()
+            if row is None:
+                return False
+            if rest:
+                # the task's created_at: the ranges queue where the table's task did
+                conn.execute(tasks.insert().values(run_after=self._now, updated_at=self._now), [{
+                    "id": new_id("tsk"), "export_id": row.export_id, "project": row.project,
+                    "table_name": row.table_name, "seq": row.seq + k, "state": row.state,
+                    "spec": r.get("spec"), "checkpoint": None, "rows": 0, "bytes": 0,
+                    "rows_estimate": r.get("rows_estimate"), "attempts": 0, "failures": 0,
+                    "max_attempts": row.max_attempts, "poll_count": 0,
+                    "key_range": r["key_range"], "created_at": row.created_at,
+                } for k, r in enumerate(rest, start=1)])
             return True
 
         return self._tx(run)

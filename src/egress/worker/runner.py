@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint, TaskSpec
@@ -17,6 +18,7 @@ from egress.domain.ranges import KeyRange
 from egress.engine.plan import fit_part_budget, plan_task
 from egress.engine.sizes import SizeLimits
 from egress.engine.slice import Task, run_slice
+from egress.engine.split import plan_split, split_asked
 from egress.exceptions import LeaseLostError, ResultGoneError
 from egress.failures import describe_failure
 from egress.manager import export_source, format_options_of, open_sink
@@ -28,6 +30,8 @@ from egress.metrics import (
     SLICE_SECONDS,
     SLICES,
 )
+from egress.sinks.base import Sink
+from egress.sources import source_kind
 from egress.sources.base import Source, TableInfo
 from egress.store.base import WorkerStore
 from egress.worker.finalize import finalize_export
@@ -120,7 +124,6 @@ class TaskRunner:
     def _slice(self, task: TaskRecord, export: ExportRecord, lease: LeaseKeeper) -> str:
         token = task.lease_token
         assert token is not None
-        opts = export.options
         info: TableInfo | None = None
         source: Source
         if task.remote_mode:  # a remote engine (worker/remote.py)
@@ -140,30 +143,8 @@ class TaskRunner:
         try:
             if info is None:
                 info = source.describe(task.table)
-            pending_spec: dict | None = None
-            if task.spec:
-                spec = TaskSpec.from_json(task.spec)
-            else:
-                fmt_opts = format_options_of(opts)
-                # columns and filters were checked against the catalog at create time
-                select = (opts.get("select") or {}).get(task.table) or {}
-                columns = select.get("columns")
-                spec = plan_task(
-                    source, info, format=export.format, compression=export.compression,
-                    part_size=opts.get("part_size") or self.settings.export.part_size,
-                    part_rows=opts.get("part_rows"),
-                    max_file_size=opts.get("max_file_size") or self.settings.export.max_file_size,
-                    min_part_bytes=sink.min_part_bytes, options=fmt_opts,
-                    columns=tuple(columns) if columns else None,
-                    predicate=Predicate.from_json(select.get("filters")),
-                    limits=self._limits(),
-                    key_range=KeyRange.from_json(task.key_range),
-                )
-                spec = fit_part_budget(
-                    spec, info, opts.get("part_size") or self.settings.export.part_size,
-                    getattr(sink, "max_parts", None),
-                )
-                pending_spec = spec.to_json()
+            task, spec, planned = self._plan(task, export, source, sink, info)
+            pending_spec: dict | None = spec.to_json() if planned else None
             cp = Checkpoint.from_json(task.checkpoint) if task.checkpoint else Checkpoint()
             labels = (export.format, self._destination_type(export))
             last = recorded = cp  # the metrics count what each commit adds
@@ -231,6 +212,65 @@ class TaskRunner:
         if not self.store.task_requeue(task.id, token):
             return self._fenced()
         return "cancelled" if lease.cancelled else "requeued"
+
+    def _plan(self, task: TaskRecord, export: ExportRecord, source: Source, sink: Sink,
+              info: TableInfo) -> tuple[TaskRecord, TaskSpec, bool]:
+        """The task's spec, and whether it was planned now (to be stored with the first
+        commit). A table's task never planned is first split into key ranges if the
+        export splits it (engine/split.py): the task becomes the first range."""
+        if task.spec:
+            return task, TaskSpec.from_json(task.spec), False
+        opts = export.options
+        part_size = opts.get("part_size") or self.settings.export.part_size
+        max_parts = getattr(sink, "max_parts", None)
+        # columns and filters were checked against the catalog at create time
+        select = (opts.get("select") or {}).get(task.table) or {}
+        columns = select.get("columns")
+
+        def plan(key_range: KeyRange | None) -> TaskSpec:
+            return plan_task(
+                source, info, format=export.format, compression=export.compression,
+                part_size=part_size, part_rows=opts.get("part_rows"),
+                max_file_size=opts.get("max_file_size") or self.settings.export.max_file_size,
+                min_part_bytes=sink.min_part_bytes, options=format_options_of(opts),
+                columns=tuple(columns) if columns else None,
+                predicate=Predicate.from_json(select.get("filters")),
+                limits=self._limits(), key_range=key_range,
+            )
+
+        asked = None
+        if task.key_range is None and not task.remote_mode:
+            asked = split_asked(opts, source_kind(self.settings.source_url(export.source)),
+                                auto_split=self.settings.export.auto_split)
+        if asked is not None:
+            whole = plan(None)
+            ranges = plan_split(source, info, whole, asked,
+                                split_rows=self.settings.export.split_rows,
+                                part_size=part_size, max_parts=max_parts)
+            if ranges:
+                task = self._split(task, ranges)
+                if task.spec:  # stitched: each range planned with the whole table
+                    return task, TaskSpec.from_json(task.spec), False
+            else:
+                return task, fit_part_budget(whole, info, part_size, max_parts), True
+        spec = plan(KeyRange.from_json(task.key_range))
+        return task, fit_part_budget(spec, info, part_size, max_parts), True
+
+    def _split(self, task: TaskRecord,
+               ranges: list[tuple[KeyRange, TaskSpec | None]]) -> TaskRecord:
+        """Store ``task``'s table as ``ranges`` (fenced): ``task`` is now the first."""
+        assert task.lease_token is not None
+        share = None if task.rows_estimate is None else -(-task.rows_estimate // len(ranges))
+        planned = [{"key_range": r.to_json(), "spec": s.to_json() if s is not None else None,
+                    "rows_estimate": share} for r, s in ranges]
+        if not self.store.task_split(task.id, task.lease_token, planned):
+            LEASE_LOSSES.labels("fenced").inc()
+            raise LeaseLostError(f"task {task.id}: lease lost; the split was not stored")
+        log.info("table split", extra={"export": task.export_id, "task": task.id,
+                                       "table": task.table, "ranges": len(ranges)})
+        first, spec = ranges[0]
+        return replace(task, key_range=first.to_json(),
+                       spec=spec.to_json() if spec is not None else None, rows_estimate=share)
 
     def _lost(self, task: TaskRecord, lease: LeaseKeeper) -> bool:
         """Whether the task's lease is no longer this worker's (a failure then is not

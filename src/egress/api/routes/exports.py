@@ -126,7 +126,7 @@ def export_request(body: ExportCreate, settings: Settings) -> manager.ExportRequ
         options["select"] = select
     if body.snapshot:
         options["snapshot"] = True
-    if body.split is not None and body.split is not False:
+    if body.split is not None:
         options["split"] = body.split  # checked by the manager (True is refused there)
     if body.split_files is not None:
         options["split_files"] = body.split_files  # checked by the manager
