@@ -56,6 +56,32 @@ def pg_source(pg_server: Any, name: str, rows: int = 30_000) -> str:
     return url
 
 
+def duckdb_source(path: Path, rows: int = 30_000) -> str:
+    """``events``: a skewed BIGINT key; ``words``: a VARCHAR key (DuckDB's byte order);
+    ``stamps``: a TIMESTAMPTZ key, most rows in one hour."""
+    import duckdb
+    import pyarrow as pa
+
+    con = duckdb.connect(str(path))
+    try:
+        con.execute("CREATE TABLE events (id BIGINT PRIMARY KEY, kind VARCHAR, "
+                    "amount DECIMAL(10, 2), seen TIMESTAMP NOT NULL)")
+        ids = pa.table({"id": pa.array(skewed_ids(rows, 9), pa.int64())})  # noqa: F841
+        con.execute("INSERT INTO events SELECT id, 'k' || (id % 7) || ', \"q\"', "
+                    "(id % 1000) + 0.25, TIMESTAMP '2024-01-01' + to_seconds(id % 60) "
+                    "FROM ids")
+        con.execute("CREATE TABLE words (w VARCHAR PRIMARY KEY, n INTEGER)")
+        con.execute("INSERT INTO words SELECT chr(CAST(65 + g % 50 AS INTEGER)) || 'é' || g, g "
+                    f"FROM range({rows // 2}) t(g)")
+        con.execute("CREATE TABLE stamps (t TIMESTAMPTZ PRIMARY KEY, n INTEGER)")
+        con.execute("INSERT INTO stamps SELECT TIMESTAMPTZ '2024-01-01 00:00:00+00' + "
+                    "CASE WHEN g % 5 = 0 THEN g * INTERVAL 17 MINUTE "
+                    f"ELSE g * INTERVAL 1 MILLISECOND END, g FROM range(1, {rows // 2}) t(g)")
+    finally:
+        con.close()
+    return f"duckdb:///{path}"
+
+
 def rows_of(root: Path, names: list[str], fmt: str) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     for name in names:

@@ -148,8 +148,8 @@ class ExportDefaults:
     #: big table"). Without ``split``, see ``auto_split``.
     split_rows: int = 10_000_000
     #: Split tables above ``split_rows`` even when an export does not ask, where the
-    #: split is stitched (SQLite and PostgreSQL tables with a one-column key, no
-    #: filters): the output is the bytes one task writes, only sooner with idle workers.
+    #: split is stitched (tables with a one-column key, no filters, written as one
+    #: file): the output is the bytes one task writes, only sooner with idle workers.
     auto_split: bool = True
 
 

@@ -64,8 +64,8 @@ EXPORT_OPTIONS = {
              "workers at once (SQLite, PostgreSQL, DuckDB and MySQL/MariaDB tables; "
              "docs/jobs.md, Splitting a big table)",
     "split_files": "with split: true, each range its own numbered files; false, one file "
-                   "per table with the bytes one task would write (SQLite and PostgreSQL "
-                   "tables with a one-column key); absent: one file where that applies",
+                   "per table with the bytes one task would write (tables with a "
+                   "one-column key, no filters); absent: one file where that applies",
 }
 
 

@@ -46,13 +46,16 @@ def _insert(server: MariaDbServer, url: str, sql: str, rows: list[tuple[Any, ...
 
 def mariadb_source(server: MariaDbServer, url: str) -> str:
     """``events``: a skewed BIGINT key; ``pairs``: a (VARCHAR utf8mb4_unicode_ci, INT) key
-    whose first column repeats, in collation-equal spellings."""
+    whose first column repeats, in collation-equal spellings; ``words``: a one-column
+    VARCHAR utf8mb4_unicode_ci key."""
     server.execute(
         "CREATE TABLE events (id BIGINT PRIMARY KEY, kind VARCHAR(20), "
         "amount DECIMAL(10,2), at DATETIME(6) NOT NULL)",
         "CREATE TABLE pairs (name VARCHAR(40) CHARACTER SET utf8mb4 "
         "COLLATE utf8mb4_unicode_ci NOT NULL, n INT NOT NULL, note VARCHAR(20), "
         "PRIMARY KEY (name, n))",
+        "CREATE TABLE words (w VARCHAR(40) CHARACTER SET utf8mb4 "
+        "COLLATE utf8mb4_unicode_ci PRIMARY KEY, n INT NOT NULL)",
         database=urlsplit(url).path.lstrip("/"))
     _insert(server, url, "INSERT INTO events VALUES (%s, %s, %s, %s)", [
         (i, f"k{i % 7}, \"q\"", f"{i % 1000}.25", f"2024-01-01 00:00:{i % 60:02d}.5")
@@ -64,11 +67,16 @@ def mariadb_source(server: MariaDbServer, url: str) -> str:
         pad = " " if n % 9 == 0 else ""  # equal to the unpadded name in a PAD SPACE collation
         pairs.append((f"{letter}{rng.randrange(150):03d}{pad}", n, f"n{n}"))
     _insert(server, url, "INSERT INTO pairs VALUES (%s, %s, %s)", pairs)
+    # one-column text key: case and accent variants sort together in the collation
+    _insert(server, url, "INSERT INTO words VALUES (%s, %s)", [
+        (f"{LETTERS[n % len(LETTERS)]}{rng.randrange(10**6):06d}-{n}", n)
+        for n in range(ROWS // 2)])
     return url
 
 
-def run_split_and_whole(tmp_path: Path, source: str, table: str, fmt: str,
-                        split: int) -> tuple[Any, Any, Any, list[Any]]:
+def run_split_and_whole(tmp_path: Path, source: str, table: str, fmt: str, split: int,
+                        split_files: bool = True, compression: str | None = None,
+                        ) -> tuple[Any, Any, Any, list[Any]]:
     settings = write_home(tmp_path / "home",
                           store_url=f"sqlite:///{tmp_path / 'home' / 'egress.db'}",
                           sources={"main": source}, worker=WORKER)
@@ -76,10 +84,11 @@ def run_split_and_whole(tmp_path: Path, source: str, table: str, fmt: str,
     try:
         store.migrate()
         made, _ = create_export(store, settings, ExportRequest(
-            source="main", tables=(table,), format=fmt,
-            options={"split": split, "part_rows": 1500}))
+            source="main", tables=(table,), format=fmt, compression=compression,
+            options={"split": split, "split_files": split_files, "part_rows": 1500}))
         whole, _ = create_export(store, settings, ExportRequest(
-            source="main", tables=(table,), format=fmt, options={"part_rows": 1500}))
+            source="main", tables=(table,), format=fmt, compression=compression,
+            options={"part_rows": 1500}))
         # one task until a worker claims it and plans the ranges (engine/split.py)
         assert [t.key_range for t in store.task_list(made.id)] == [None]
         drain_with_workers(settings.home, 3, tmp_path / "workers.log", timeout=50)
@@ -138,6 +147,29 @@ def test_mariadb_split_on_a_composite_utf8mb4_key(tmp_path: Path,
     assert max(counts) <= 1.5 * min(counts), counts
     assert sum(counts) == ROWS // 2
     assert all(r["hi"][0] == "str" for r in ranges[:-1]) and ranges[0]["column"] == "name"
+
+
+@pytest.mark.parametrize("table,fmt,compression", [("events", "csv", "gzip"),
+                                                   ("events", "parquet", None),
+                                                   ("words", "jsonl", "zstd")])
+def test_mariadb_stitched_split_is_byte_identical(tmp_path: Path,
+                                                  mariadb_server: MariaDbServer,
+                                                  mariadb_url: str, table: str, fmt: str,
+                                                  compression: str | None) -> None:
+    """One file, the bytes of the unsplit export: ranges cut at exact row numbers in
+    the key's order (its collation for a utf8mb4 text key)."""
+    source = mariadb_source(mariadb_server, mariadb_url)
+    settings, split, whole, ranges = run_split_and_whole(
+        tmp_path, source, table, fmt, 4, split_files=False, compression=compression)
+    assert [r["index"] for r in ranges] == [0, 1, 2, 3]
+    (got,), (want,) = split.manifest["files"], whole.manifest["files"]
+    assert got["name"] == want["name"]
+    for key in ("rows", "bytes", "crc32c", "sha256", "first_key", "last_key"):
+        assert got[key] == want[key], key
+    assert (export_root(settings, split) / got["name"]).read_bytes() == (
+        export_root(settings, whole) / want["name"]).read_bytes()
+    counts = [r["rows"] for r in split.manifest["tables"][0]["split"]]
+    assert sum(counts) == got["rows"] and max(counts) <= 2 * min(counts), counts
 
 
 def test_mariadb_boundaries_follow_the_collation(mariadb_server: MariaDbServer,

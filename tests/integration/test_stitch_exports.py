@@ -16,7 +16,7 @@ from egress.export_view import export_view
 from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
 from jobsharness import drain_with_workers, write_home
-from splitharness import pg_source, sqlite_source
+from splitharness import duckdb_source, pg_source, sqlite_source
 
 WORKER = {"concurrency": 1, "heartbeat_seconds": 0.3, "reconcile_seconds": 0.3,
           "poll_seconds": 0.1, "backoff_seconds": 0.2, "max_attempts": 20,
@@ -96,6 +96,16 @@ def test_postgres_stitched_split_is_byte_identical(tmp_path: Path, pg_server: An
     store_url = pg_server.create_database(f"stitch_store_{suffix}")
     settings, split, whole = stitched_and_whole(tmp_path, source, "events", fmt, compression,
                                                 store_url, workers=4)
+    check_identical(settings, split, whole)
+
+
+@pytest.mark.parametrize("table,fmt,compression", [("events", "csv", "gzip"),
+                                                   ("words", "parquet", None),
+                                                   ("stamps", "jsonl", "zstd")])
+def test_duckdb_stitched_split_is_byte_identical(tmp_path: Path, table: str, fmt: str,
+                                                 compression: str | None) -> None:
+    source = duckdb_source(tmp_path / "source.duckdb")
+    settings, split, whole = stitched_and_whole(tmp_path, source, table, fmt, compression)
     check_identical(settings, split, whole)
 
 

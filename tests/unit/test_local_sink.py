@@ -237,3 +237,64 @@ def test_completing_again_after_a_crash_ignores_a_zombies_leftover_copy(tmp_path
     assert sha == hashlib.sha256(b"abcdef").hexdigest()
     assert (again.root / "t.csv").read_bytes() == b"abcdef"
     assert staged_copies(tmp_path / "out", "t.csv") == []
+
+
+KILLED_MID_WRITE = """
+import os, sys
+from egress.sinks.local import LocalSink
+os.fsync = lambda fd: os._exit(9)  # SIGKILL-like: no cleanup code runs after this
+sink = LocalSink(sys.argv[1], fsync=True)
+if sys.argv[2] == "stitch":
+    sink.stitch_file("t.csv", [("a", 3), ("b", 3)], b"!", 7)
+else:
+    sink.put_object("manifest.json", b'{"files": []}')
+"""
+
+
+@pytest.mark.parametrize("how", ["put", "replace", "stitch"])
+def test_a_writer_killed_mid_write_leaves_no_file(tmp_path: Path, how: str) -> None:
+    """Files written whole (the manifest, a stitched file) have no name until they are
+    complete: a process killed before that leaves nothing behind, not even in the
+    staging area (only the old file, when it was to be replaced)."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "out"
+    root.mkdir()
+    (root / "a").write_bytes(b"abc")
+    (root / "b").write_bytes(b"def")
+    if how == "replace":
+        (root / "manifest.json").write_bytes(b"old")
+    before = sorted(p.name for p in root.rglob("*") if p.is_file())
+    done = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, str(root),
+                           "stitch" if how == "stitch" else "put"], capture_output=True)
+    assert done.returncode == 9, done.stderr
+    assert sorted(p.name for p in root.rglob("*") if p.is_file()) == before
+    if how == "replace":
+        assert (root / "manifest.json").read_bytes() == b"old"
+
+
+def test_files_written_whole_take_their_name_complete(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """With unnamed files and without (a file system lacking O_TMPFILE): the object is
+    written, a file already there is replaced, and no staging file is left."""
+    import errno
+    import os
+
+    s = sink(tmp_path)
+    s.put_object("m.json", b"one")
+    s.put_object("m.json", b"two")  # replaces
+    assert (s.root / "m.json").read_bytes() == b"two"
+    real_open = os.open
+
+    def no_tmpfile(path: object, flags: int, *args: object) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            raise OSError(errno.EOPNOTSUPP, "no unnamed files here")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", no_tmpfile)
+    s.put_object("m.json", b"three")
+    s.put_object("n.json", b"four")
+    assert (s.root / "m.json").read_bytes() == b"three"
+    assert (s.root / "n.json").read_bytes() == b"four"
+    assert sorted(p.name for p in s.root.rglob("*") if p.is_file()) == ["m.json", "n.json"]

@@ -239,8 +239,8 @@ def test_which_exports_split_and_how() -> None:
     assert split_asked({}, "sqlite") == SplitAsked("auto", "quiet")
     assert split_asked({}, "postgresql") == SplitAsked("auto", "quiet")
     assert split_asked({}, "sqlite", auto_split=False) is None
-    for kind in ("duckdb", "mysql", "trino"):  # their splits change the files: only asked
-        assert split_asked({}, kind) is None
+    assert split_asked({}, "duckdb") == split_asked({}, "mysql") == SplitAsked("auto", "quiet")
+    assert split_asked({}, "trino") is None  # a remote engine: never split
     assert split_asked({"max_file_size": 10}, "sqlite") is None
     assert split_asked({"split": False}, "sqlite") is None
     assert split_asked({"query": {"sql": "SELECT 1"}}, "sqlite") is None
@@ -252,7 +252,8 @@ def test_which_exports_split_and_how() -> None:
     assert split_asked({"split": 4, "split_files": True}, "sqlite") == SplitAsked(4, "files")
     assert split_asked({"split": 4, "split_files": False}, "sqlite") == SplitAsked(
         4, "stitched")
-    assert split_asked({"split": "auto"}, "duckdb") == SplitAsked("auto", "files")
+    assert split_asked({"split": "auto"}, "duckdb") == SplitAsked("auto", "auto")
+    assert split_asked({"split": "auto"}, "trino") == SplitAsked("auto", "files")
     assert split_asked({"split": 4, "max_file_size": 10}, "sqlite") == SplitAsked(4, "files")
 
 

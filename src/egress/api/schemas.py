@@ -136,7 +136,7 @@ class ExportCreate(_Request):
         default=None,
         description="With `split`: `false` writes each table as ONE file, byte-identical to "
                     "what one task writes (the ranges' parts joined in key order when the "
-                    "last range is done; SQLite and PostgreSQL tables with a one-column key, "
+                    "last range is done; tables with a one-column key, "
                     "no filters, no `max_file_size`; refused otherwise); `true` writes each "
                     "range's own numbered files (events.r01-00001.csv…). Default: one file "
                     "where that applies, range files elsewhere (docs/jobs.md).")

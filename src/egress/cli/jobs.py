@@ -208,7 +208,7 @@ def jobs() -> None:
 @click.option("--split-files/--no-split-files", "split_files", default=None,
               help="With --split: each range its own numbered files (--split-files), or one "
                    "file per table with the bytes one task would write (--no-split-files; "
-                   "SQLite and PostgreSQL tables with a one-column key). Default: one file "
+                   "tables with a one-column key, no filters). Default: one file "
                    "where that applies, range files elsewhere.")
 @click.option("--idempotency-key", help="The same key and request return the same export.")
 @json_option

@@ -35,8 +35,8 @@ from egress.formats.parquet_footer import moved
 from egress.sources.base import Source, TableInfo
 
 #: Sources whose tables a stitched split can cut at exact row indexes.
-STITCH_SOURCES = ("sqlite", "postgresql", "postgres")
-STITCH_WHO = "SQLite and PostgreSQL tables"
+STITCH_SOURCES = ("sqlite", "postgresql", "postgres", "duckdb", "mysql", "mariadb")
+STITCH_WHO = "SQLite, PostgreSQL, DuckDB and MySQL/MariaDB tables"
 
 
 def check_stitched(table: TableInfo, *, filtered: bool) -> None:

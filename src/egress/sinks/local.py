@@ -243,43 +243,39 @@ class LocalSink:
 
         The bytes are copied by the kernel (``copy_file_range``: a reflink where the file
         system shares extents, an in-kernel copy otherwise), never through Python, into a
-        copy of this writer's own in the staging area, which is renamed to the final name
-        once complete and synced: a kill leaves no half file under the final name, and a
-        redo (the finalize is idempotent) finds the final file and only removes the
-        pieces left. Two finalizers at once each build their own copy of the same bytes.
+        new file of this writer's own that takes the final name once complete and synced
+        (``_new_file``): a kill leaves no half file under the final name and, where the
+        file system has unnamed files, no file at all; a redo (the finalize is
+        idempotent) finds the final file and only removes the pieces left. Two
+        finalizers at once each build their own copy of the same bytes.
         """
         final = self.path(name)
         paths = [self.path(p) for p, _ in pieces]
         if not (final.exists() and final.stat().st_size == size):
-            tmp = self._staged(f"{name}.stitch-{os.getpid()}-{secrets.token_hex(4)}")
-            try:
-                with writing(final):
-                    tmp.parent.mkdir(parents=True, exist_ok=True)
-                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                    try:
-                        offset = 0
-                        for path, (piece, expected) in zip(paths, pieces, strict=True):
-                            try:
-                                offset = _append_file(path, fd, offset, expected)
-                            except FileNotFoundError:
-                                # another finalizer completed the file and removed it
-                                if final.exists() and final.stat().st_size == size:
-                                    break
-                                raise SinkError(f"the range piece {piece!r} of {name!r} "
-                                                "is gone") from None
-                        else:
-                            _write_all(fd, tail, offset)
-                            if offset + len(tail) != size:
-                                raise SinkError(f"stitched {name!r} holds {offset + len(tail)}"
-                                                f" bytes, expected {size}")
-                            if self.fsync:
-                                os.fsync(fd)
-                            final.parent.mkdir(parents=True, exist_ok=True)
-                            os.replace(tmp, final)
-                    finally:
-                        os.close(fd)
-            finally:
-                tmp.unlink(missing_ok=True)
+            with writing(final):
+                final.parent.mkdir(parents=True, exist_ok=True)
+                fd = self._new_file(final, "stitch")
+                try:
+                    offset = 0
+                    for path, (piece, expected) in zip(paths, pieces, strict=True):
+                        try:
+                            offset = _append_file(path, fd.fd, offset, expected)
+                        except FileNotFoundError:
+                            # another finalizer completed the file and removed it
+                            if final.exists() and final.stat().st_size == size:
+                                break
+                            raise SinkError(f"the range piece {piece!r} of {name!r} "
+                                            "is gone") from None
+                    else:
+                        _write_all(fd.fd, tail, offset)
+                        if offset + len(tail) != size:
+                            raise SinkError(f"stitched {name!r} holds {offset + len(tail)}"
+                                            f" bytes, expected {size}")
+                        if self.fsync:
+                            os.fsync(fd.fd)
+                        fd.publish(final)
+                finally:
+                    fd.close()
         for path in paths:
             with writing(path, "remove"):
                 path.unlink(missing_ok=True)
@@ -287,23 +283,32 @@ class LocalSink:
 
     def put_object(self, name: str, data: bytes) -> None:
         final = self.path(name)
-        # written in the staging area, so a kill never leaves a stray file beside the outputs
-        # unique per writer: two finalizers of one export may write the manifest at once
-        tmp = self._staged(f"{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        with writing(final):
+            final.parent.mkdir(parents=True, exist_ok=True)
+            fd = self._new_file(final, "put")
+            try:
+                _write_all(fd.fd, data, 0)
+                if self.fsync:
+                    os.fsync(fd.fd)
+                fd.publish(final)
+            finally:
+                fd.close()
+
+    def _new_file(self, final: Path, kind: str) -> _NewFile:
+        """A file to be written whole, then given the name ``final`` at once: unnamed
+        until then (``O_TMPFILE``), so that a kill at any moment leaves no name behind;
+        where the file system has no unnamed files, a name of its own in the staging
+        area (unique per writer: two finalizers of one export may write at once)."""
+        spare = self._staged(f"{final.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}.tmp")
         try:
-            with writing(final):
-                final.parent.mkdir(parents=True, exist_ok=True)
-                tmp.parent.mkdir(parents=True, exist_ok=True)
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    if self.fsync:
-                        os.fsync(f.fileno())
-                os.replace(tmp, final)
-        except SinkError:
-            with contextlib.suppress(OSError):  # a half-written copy only takes space
-                tmp.unlink(missing_ok=True)
-            raise
+            return _NewFile(os.open(final.parent, os.O_TMPFILE | os.O_WRONLY, 0o644), spare,
+                            unnamed=True)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+        spare.parent.mkdir(parents=True, exist_ok=True)
+        return _NewFile(os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), spare,
+                        unnamed=False)
 
     def get_object(self, name: str) -> bytes:
         try:
@@ -334,6 +339,47 @@ class LocalSink:
         path = self.path(name)
         with writing(path, "remove"):
             path.unlink(missing_ok=True)
+
+
+@dataclass
+class _NewFile:
+    """An open file written whole before it takes its final name (LocalSink._new_file)."""
+
+    fd: int
+    #: the writer's own name in the staging area: the file's name while it is written
+    #: (no O_TMPFILE), or for the moment of a rename over an existing final file
+    spare: Path
+    unnamed: bool
+
+    def publish(self, final: Path) -> None:
+        """Give the written file the name ``final`` atomically (replacing a file there)."""
+        if self.unnamed:
+            try:  # the common case: no final file yet, and the name appears complete
+                self._link(final)
+                return
+            except FileExistsError:
+                pass  # another writer's, or an earlier attempt's: replaced below
+            self.spare.parent.mkdir(parents=True, exist_ok=True)
+            self._link(self.spare)
+            self.unnamed = False
+        os.replace(self.spare, final)
+
+    def _link(self, to: Path) -> None:
+        # linkat(AT_SYMLINK_FOLLOW) of the descriptor's /proc link, as open(2) shows for
+        # O_TMPFILE; os.link makes that call only when given a directory descriptor
+        # (without one it calls link(2), which links the /proc link itself: EXDEV)
+        folder = os.open(to.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.link(f"/proc/self/fd/{self.fd}", to.name, dst_dir_fd=folder,
+                    follow_symlinks=True)
+        finally:
+            os.close(folder)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        if not self.unnamed:  # a named copy not renamed (an error, another's final)
+            with contextlib.suppress(OSError):
+                self.spare.unlink(missing_ok=True)
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import decimal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -241,6 +241,29 @@ class DuckdbSource:
             if value is not None and (not out or value != out[-1]):
                 out.append(value)
         return out
+
+    def key_at_rows(self, table: TableInfo,
+                    ends_of: Callable[[int], list[int]]) -> tuple[int, list[str]]:
+        """Rows of ``table`` and the values of its first key column at the 1-based row
+        numbers ``ends_of(rows)`` in key order, as text like ``split_points`` (a stitched
+        split: engine/stitch.py): exact, one count and one pass over the key column."""
+        plan = self._plan(table)
+        key = plan.key_sql[0]
+        try:
+            with self._lock:
+                found = self._con.execute(f"SELECT count(*) FROM {plan.qualified}").fetchone()
+                rows = int(found[0]) if found else 0
+                ends = ends_of(rows)
+                if not ends:
+                    return rows, []
+                marks = ", ".join("?" for _ in ends)  # row numbers of ours, bound
+                values = self._con.execute(
+                    f"SELECT CAST(r.k AS VARCHAR) FROM (SELECT {key} AS k, row_number() OVER "
+                    f"(ORDER BY {key}) AS n FROM {plan.qualified} AS t) AS r "
+                    f"WHERE r.n IN ({marks}) ORDER BY r.n", ends).fetchall()
+        except duckdb.Error as exc:
+            raise _translate(exc, table) from exc
+        return rows, [v for (v,) in values]
 
     # --- rows -------------------------------------------------------------------------
 

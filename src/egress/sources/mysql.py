@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -294,6 +294,42 @@ class MySqlSource:
         bounds = bounds_from_ranked(ranked, count)
         try:  # the cursor's form: the Arrow value of the selected text, as the reads make
             return list(convert(bounds, mapping).to_pylist())
+        except BadValue as bad:
+            raise DataError(f"table {table.name!r}, key column {table.key_columns[0]!r}: "
+                            f"{bad.reason}") from None
+
+    def key_at_rows(self, table: TableInfo,
+                    ends_of: Callable[[int], list[int]]) -> tuple[int, list[Any]]:
+        """Rows of ``table`` and the values of its first key column at the 1-based row
+        numbers ``ends_of(rows)`` in key order (its collation), as the cursor holds them
+        (a stitched split: engine/stitch.py): exact, a count and one pass over the key
+        (``ROW_NUMBER()``), both in one consistent snapshot."""
+        plan = self._plan(table)
+        what = f"table {table.name!r} (planning its split)"
+        key = "t." + quote_ident(table.key_columns[0])
+        mapping = plan.mappings[plan.key_positions[0]]
+        self._end_stream()
+        try:
+            with self._connection().cursor() as cur:
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+                try:
+                    cur.execute(f"SELECT count(*) FROM {plan.quoted}")
+                    rows = int(cur.fetchone()[0])
+                    ends = ends_of(rows)
+                    values: list[Any] = []
+                    if ends:
+                        marks = ", ".join("%s" for _ in ends)  # row numbers of ours, bound
+                        cur.execute(
+                            f"SELECT x.k FROM (SELECT {mapping.select.format(c=key)} AS k, "
+                            f"ROW_NUMBER() OVER (ORDER BY {key}) AS n FROM {plan.quoted} AS t)"
+                            f" AS x WHERE x.n IN ({marks}) ORDER BY x.n", tuple(ends))
+                        values = [v for (v,) in cur.fetchall()]
+                finally:
+                    cur.execute("COMMIT")
+        except pymysql.err.MySQLError as exc:
+            raise self._error(exc, what) from None
+        try:  # the cursor's form: the Arrow value of the selected text, as the reads make
+            return rows, list(convert(values, mapping).to_pylist())
         except BadValue as bad:
             raise DataError(f"table {table.name!r}, key column {table.key_columns[0]!r}: "
                             f"{bad.reason}") from None
