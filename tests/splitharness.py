@@ -37,6 +37,15 @@ def sqlite_source(path: Path, seed: int = 3, rows: int = 30_000, top: int = 10**
     return f"sqlite:///{path}"
 
 
+def add_pairs(path: Path, rows: int) -> None:
+    """A ``pairs`` table with a composite key (a, b) whose first column repeats."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE pairs (a INTEGER, b INTEGER, PRIMARY KEY (a, b))")
+    conn.executemany("INSERT INTO pairs VALUES (?, ?)", ((i // 3, i) for i in range(rows)))
+    conn.commit()
+    conn.close()
+
+
 def pg_source(pg_server: Any, name: str, rows: int = 30_000) -> str:
     import psycopg
 

@@ -132,6 +132,11 @@ def test_a_read_in_a_snapshot_that_is_gone_fails_naming_the_coordinator(pg_url: 
             source.use_snapshot(session.id, "host:1:abc")
             rows = sum(b.num_rows for b in source.read(info, None, 100))
             assert rows == 10  # not the row inserted after the snapshot
+            # a split is planned in the snapshot too: the rows the ranges will read
+            assert source.key_at_rows(info, lambda rows: [rows // 2]) == (10, ["5"])
+            assert source.split_points(info, 2) == ["5"]
+        with pytest.raises(SnapshotLostError, match="worker host:1:abc"):
+            source.key_at_rows(info, lambda rows: [1])
         with pytest.raises(SnapshotLostError) as lost:
             list(source.read(info, None, 100))
         assert f"snapshot {session.id} is gone" in str(lost.value)
@@ -139,30 +144,6 @@ def test_a_read_in_a_snapshot_that_is_gone_fails_naming_the_coordinator(pg_url: 
         assert "retry the export" in str(lost.value)
         with pytest.raises(SourceError, match="not a PostgreSQL snapshot id"):
             source.use_snapshot("1'; DROP TABLE t; --")
-    finally:
-        source.close()
-
-
-def test_a_split_is_planned_in_the_export_snapshot(pg_url: str) -> None:
-    """The planning worker counts rows and takes boundaries in the export's snapshot, so
-    a stitched split cuts the rows the ranges will read; a snapshot gone fails it."""
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE sp (id int PRIMARY KEY)")
-        conn.execute("INSERT INTO sp SELECT generate_series(1, 100)")
-    source = PostgresSource(pg_url)
-    try:
-        info = source.describe("sp")
-        with SnapshotSession(pg_url) as session:
-            with psycopg.connect(pg_url, autocommit=True) as conn:
-                conn.execute("DELETE FROM sp WHERE id <= 50")
-                conn.execute("INSERT INTO sp SELECT generate_series(101, 300)")
-            source.use_snapshot(session.id, "host:1:abc")
-            assert source.key_at_rows(info, lambda rows: [rows // 2]) == (100, ["50"])
-            assert source.split_points(info, 2) == ["50"]
-        with pytest.raises(SnapshotLostError, match=f"snapshot {session.id} is gone"):
-            source.key_at_rows(info, lambda rows: [1])
-        with pytest.raises(SnapshotLostError, match="worker host:1:abc"):
-            source.split_points(info, 2)
     finally:
         source.close()
 

@@ -16,7 +16,7 @@ from egress.export_view import export_view
 from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
 from jobsharness import drain_with_workers, write_home
-from splitharness import duckdb_source, pg_source, sqlite_source
+from splitharness import add_pairs, duckdb_source, pg_source, sqlite_source
 
 WORKER = {"concurrency": 1, "heartbeat_seconds": 0.3, "reconcile_seconds": 0.3,
           "poll_seconds": 0.1, "backoff_seconds": 0.2, "max_attempts": 20,
@@ -182,18 +182,12 @@ def test_s3_stitched_split_is_byte_identical(tmp_path: Path, s3: Any, fmt: str,
 def test_default_split_is_stitched_where_it_applies(tmp_path: Path) -> None:
     """Without split_files: a one-column key is stitched; a composite key, filters or
     max_file_size write range files; split_files: true always writes range files."""
-    import sqlite3
-
     from click.testing import CliRunner
 
     from egress.cli import main
 
     source = sqlite_source(tmp_path / "source.db", rows=3000)
-    conn = sqlite3.connect(tmp_path / "source.db")
-    conn.execute("CREATE TABLE pairs (a INTEGER, b INTEGER, PRIMARY KEY (a, b))")
-    conn.executemany("INSERT INTO pairs VALUES (?, ?)", ((i // 3, i) for i in range(3000)))
-    conn.commit()
-    conn.close()
+    add_pairs(tmp_path / "source.db", 3000)
     settings = write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 's.db'}",
                           sources={"main": source}, worker=WORKER)
     store = SqlJobStore(settings.store_url)
@@ -272,16 +266,10 @@ def test_big_tables_split_by_default_only_where_the_file_stays_the_same(
     """No split option: a table above split_rows is split when a stitch writes the bytes
     one task writes (here a CSV of a one-column key); a Parquet dataset (numbered files)
     or a composite key stays one task, and split: false keeps any table whole."""
-    import sqlite3
-
     from egress.config import load_settings
 
     source = sqlite_source(tmp_path / "source.db")
-    conn = sqlite3.connect(tmp_path / "source.db")
-    conn.execute("CREATE TABLE pairs (a INTEGER, b INTEGER, PRIMARY KEY (a, b))")
-    conn.executemany("INSERT INTO pairs VALUES (?, ?)", ((i // 3, i) for i in range(30_000)))
-    conn.commit()
-    conn.close()
+    add_pairs(tmp_path / "source.db", 30_000)
     settings = write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 's.db'}",
                           sources={"main": source}, worker=WORKER)
     with open(settings.home / "egress.toml", "a") as f:
