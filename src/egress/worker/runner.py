@@ -165,8 +165,10 @@ class TaskRunner:
                 BYTES_EXPORTED.labels(*labels).inc(max(0, new.bytes - last.bytes))
                 last = new
 
-            if pending_spec is not None:
-                commit(cp)  # persist the plan before any part depends on it
+            # A new plan is stored with the slice's first commit (``pending_spec``), not
+            # alone: nothing before that commit outlives a crash (the writer's staged
+            # copy, an upload no checkpoint records), so a task resumed without it is
+            # planned again from nothing, and one transaction per task is saved.
 
             def should_stop() -> bool:
                 return self.stopping.is_set() or lease.lost or lease.cancelled
