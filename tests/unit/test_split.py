@@ -277,3 +277,36 @@ def test_the_request_refuses_from_the_catalog_what_planning_would(tmp_path: Path
         check_splittable(one, SplitAsked(2, "stitched"), 10, filtered=True)
     check_splittable(pairs, SplitAsked(2, "files"), 10, filtered=True)
     check_splittable(pairs, SplitAsked(2, "quiet"), 10, filtered=False)  # then not split
+
+
+def test_auto_counts_ranges_from_the_exact_rows_not_the_estimate(tmp_path: Path) -> None:
+    """SQLite estimates a table with a sparse key by its largest rowid: 30,000 rows with
+    ids up to 10^12 read as ~10^12 rows. ``auto`` decides from the exact count that the
+    stitched planner takes anyway: not split under split_rows, ceil(rows / split_rows)
+    ranges above it."""
+    from egress.engine.plan import plan_task
+    from egress.engine.split import SplitAsked, plan_split
+
+    db = tmp_path / "sparse.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+    rng = random.Random(1)
+    conn.executemany("INSERT INTO t VALUES (?, 'x')",
+                     ((k,) for k in sorted(rng.sample(range(10**12), 30_000))))
+    conn.commit()
+    conn.close()
+    src = SqliteSource(f"sqlite:///{db}")
+    try:
+        info = src.describe("t")
+        assert info.row_estimate is not None and info.row_estimate > 10**9
+        spec = plan_task(src, info, format="csv", compression="gzip", part_size=0,
+                         part_rows=1000)
+        for layout in ("quiet", "auto"):
+            asked = SplitAsked("auto", layout)
+            assert plan_split(src, info, spec, asked, split_rows=10_000_000, part_size=0,
+                              max_parts=None) is None
+            planned = plan_split(src, info, spec, asked, split_rows=8000, part_size=0,
+                                 max_parts=None)
+            assert planned is not None and len(planned) == 4, planned
+    finally:
+        src.close()

@@ -104,8 +104,11 @@ def plan_split(source: Source, table: TableInfo, spec: TaskSpec, asked: SplitAsk
     if asked.layout == "quiet" and spec.max_file_size:
         return None  # one task writes numbered files (a Parquet dataset): a stitch does not
     if asked.layout in ("stitched", "auto", "quiet"):
+        def ranges_of(rows: int) -> int:  # auto: from the exact count, not the estimate
+            return range_count(asked.split, rows, split_rows) if asked.split == "auto" else count
+
         try:
-            specs = plan_stitched(source, table, spec, count, part_size=part_size,
+            specs = plan_stitched(source, table, spec, ranges_of, part_size=part_size,
                                   max_parts=max_parts)
         except ConfigError:
             if asked.layout == "stitched":

@@ -18,7 +18,7 @@ name.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import google_crc32c
@@ -62,11 +62,15 @@ def chunk_bounds(rows: int, part_rows: int, count: int) -> list[int]:
     return [(k * chunks // count) * part_rows for k in range(1, count)]
 
 
-def plan_stitched(source: Source, table: TableInfo, spec: TaskSpec, count: int, *,
-                  part_size: int = 0, max_parts: int | None = None) -> list[TaskSpec] | None:
+def plan_stitched(source: Source, table: TableInfo, spec: TaskSpec,
+                  count: int | Callable[[int], int], *, part_size: int = 0,
+                  max_parts: int | None = None) -> list[TaskSpec] | None:
     """The specs of ``count`` stitched ranges of ``table`` (None: too small to split),
     ``spec`` being the single task's plan before the sink's part budget (``max_parts``,
-    fitted here to the exact row count the boundaries are counted from)."""
+    fitted here to the exact row count the boundaries are counted from). ``count`` may
+    be a function of that exact count (``split: auto``: a catalog's estimate can be far
+    off, SQLite's largest rowid on a sparse key)."""
+    ranges_of = count if callable(count) else lambda rows: count
     check_stitched(table, filtered=spec.predicate is not None)
     rows_at = getattr(source, "key_at_rows", None)
     if rows_at is None:
@@ -77,13 +81,13 @@ def plan_stitched(source: Source, table: TableInfo, spec: TaskSpec, count: int, 
     def ends_of(rows: int) -> list[int]:
         fitted[0] = fit_part_budget(spec, dataclasses.replace(table, row_estimate=rows),
                                     part_size, max_parts)
-        return chunk_bounds(rows, fitted[0].part_rows, count)
+        return chunk_bounds(rows, fitted[0].part_rows, ranges_of(rows))
 
     total, values = rows_at(table, ends_of)
     if not values:
         return None
     spec = fitted[0]
-    ends = chunk_bounds(total, spec.part_rows, count)
+    ends = chunk_bounds(total, spec.part_rows, ranges_of(total))
     ranges: list[KeyRange] = ranges_from_bounds(table.key_columns[0], values)
     starts = [0, *ends]
     whole = dataclasses.replace(spec, max_file_size=None, key_range=None)
