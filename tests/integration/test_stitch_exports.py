@@ -109,7 +109,19 @@ def test_duckdb_stitched_split_is_byte_identical(tmp_path: Path, table: str, fmt
     check_identical(settings, split, whole)
 
 
-def test_stitched_split_refusals(tmp_path: Path) -> None:
+def test_a_create_checks_splits_from_the_catalog_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The request answers at once: it refuses what cannot be split from the catalog, and
+    sampling the key (split files) or counting rows (stitched) is the first worker's job,
+    however big the table."""
+    from egress.sources.sqlite import SqliteSource
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the create request read the table's keys")
+
+    monkeypatch.setattr(SqliteSource, "split_points", refuse)
+    monkeypatch.setattr(SqliteSource, "key_at_rows", refuse)
     source = sqlite_source(tmp_path / "source.db", rows=3000)
     settings = write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 's.db'}",
                           sources={"main": source}, worker=WORKER)
@@ -117,9 +129,14 @@ def test_stitched_split_refusals(tmp_path: Path) -> None:
     try:
         store.migrate()
 
-        def create(**options: Any) -> None:
-            create_export(store, settings, ExportRequest(
-                source="main", tables=("events",), format="csv", options=options))
+        def create(**options: Any) -> Any:
+            return create_export(store, settings, ExportRequest(
+                source="main", tables=("events",), format="csv", options=options))[0]
+
+        for options in ({"split": 4}, {"split": 4, "split_files": True},
+                        {"split": 4, "split_files": False}, {"split": "auto"}, {}):
+            [task] = store.task_list(create(**options).id)
+            assert task.key_range is None and task.spec is None, options
 
         with pytest.raises(ConfigError, match="max_file_size needs split_files: true"):
             create(split=2, split_files=False, max_file_size=10_000)
@@ -306,31 +323,3 @@ def check_same_file(settings: Any, split: Any, whole: Any) -> None:
     assert (got["name"], got["sha256"]) == (want["name"], want["sha256"])
     assert (export_root(settings, split) / got["name"]).read_bytes() == (
         export_root(settings, whole) / want["name"]).read_bytes()
-
-
-def test_creating_a_split_export_reads_no_more_than_the_catalog(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The request answers at once: sampling the key (split files) or counting rows
-    (stitched) is the first worker's job, however big the table."""
-    from egress.sources.sqlite import SqliteSource
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the create request read the table's keys")
-
-    monkeypatch.setattr(SqliteSource, "split_points", refuse)
-    monkeypatch.setattr(SqliteSource, "key_at_rows", refuse)
-    source = sqlite_source(tmp_path / "source.db", rows=3000)
-    settings = write_home(tmp_path / "home", store_url=f"sqlite:///{tmp_path / 's.db'}",
-                          sources={"main": source}, worker=WORKER)
-    store = SqlJobStore(settings.store_url)
-    try:
-        store.migrate()
-        for options in ({"split": 4}, {"split": 4, "split_files": True},
-                        {"split": 4, "split_files": False}, {"split": "auto"}, {}):
-            export, _ = create_export(store, settings, ExportRequest(
-                source="main", tables=("events",), options=options))
-            [task] = store.task_list(export.id)
-            assert task.key_range is None and task.spec is None, options
-    finally:
-        store.close()
