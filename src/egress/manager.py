@@ -26,7 +26,6 @@ from egress.engine.copied import check_server_csv
 from egress.engine.manifest import MANIFEST, SUCCESS
 from egress.engine.selection import check_selection
 from egress.engine.split import check_split_export, check_splittable, split_asked
-from egress.engine.stitch import STITCH_SOURCES, STITCH_WHO
 from egress.exceptions import ConfigError, NotFoundError
 from egress.formats import resolve_compression
 from egress.formats.csv import DIALECTS as CSV_DIALECTS
@@ -299,8 +298,6 @@ def create_export_planned(
     asked = split_asked(options, source_kind(url), remote=remote,
                         auto_split=settings.export.auto_split)
     if asked is not None:  # planned by the first worker to claim each table (engine/split.py)
-        if asked.layout == "stitched":
-            check_stitched_export(url)
         for info in infos:
             filters = ((options.get("select") or {}).get(info.name) or {}).get("filters")
             check_splittable(info, asked, settings.export.split_rows, filtered=bool(filters))
@@ -342,13 +339,6 @@ def create_export_planned(
                         details={**audit.details, "tables": list(tables)})
     stored, created = store.export_create(export, tasks, active_cap=active_cap, audit=audit)
     return stored, created, tasks if created else None
-
-
-def check_stitched_export(url: str) -> None:
-    """Refuse a stitched split where this version cannot stitch."""
-    if source_kind(url) not in STITCH_SOURCES:
-        raise ConfigError(f"a stitched split (split_files: false) applies to {STITCH_WHO}; "
-                          "use split_files: true (each range its own files)")
 
 
 def check_snapshot_source(url: str) -> None:

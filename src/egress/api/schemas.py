@@ -128,9 +128,10 @@ class ExportCreate(_Request):
                     "10M; smaller tables stay whole). The table's file is the bytes one task "
                     "would write, or each range's own files (`split_files`). SQLite, "
                     "PostgreSQL, DuckDB and MySQL/MariaDB tables only; not with a query. "
-                    "`false`: one task per table, never split. Default: a SQLite or "
-                    "PostgreSQL table above `split_rows` whose single file a split can "
-                    "write byte for byte is split `auto` (setting `auto_split`); every "
+                    "`false`: one task per table, never split. Default: a table above "
+                    "`split_rows` whose single file a split can write byte for byte "
+                    "(a one-column key, no filters) is split `auto` (setting "
+                    "`auto_split`); every "
                     "other table is one task (docs/jobs.md, Splitting a big table).")
     split_files: bool | None = Field(
         default=None,

@@ -19,7 +19,7 @@ from typing import Any
 
 from egress.domain.checkpoint import TaskSpec
 from egress.domain.ranges import KeyRange, range_count, ranges_from_bounds
-from egress.engine.stitch import STITCH_SOURCES, check_stitched, plan_stitched
+from egress.engine.stitch import STITCH_SOURCES, STITCH_WHO, check_stitched, plan_stitched
 from egress.exceptions import ConfigError
 from egress.sources.base import Source, TableInfo
 
@@ -61,7 +61,8 @@ def split_asked(options: dict[str, Any], kind: str, *, remote: bool = False,
                 auto_split: bool = True) -> SplitAsked | None:
     """How an export with ``options`` on a ``kind`` source splits its tables (None: not
     at all). No ``split`` option: ``auto`` split, stitched only (``quiet``), where a
-    stitched split can apply, unless ``auto_split`` (the setting) is off."""
+    stitched split can apply, unless ``auto_split`` (the setting) is off. A stitched
+    split asked of a source that cannot have one is refused here."""
     if remote or "query" in options or options.get("csv_dialect") == "postgres":
         return None
     split = options.get("split")
@@ -72,6 +73,9 @@ def split_asked(options: dict[str, Any], kind: str, *, remote: bool = False,
             return None
         return SplitAsked("auto", "quiet")
     given = options.get("split_files")
+    if given is False and kind not in STITCH_SOURCES:
+        raise ConfigError(f"a stitched split (split_files: false) applies to {STITCH_WHO}; "
+                          "use split_files: true (each range its own files)")
     if given is not None:
         return SplitAsked(split, "files" if given else "stitched")
     if options.get("max_file_size") or kind not in STITCH_SOURCES:
