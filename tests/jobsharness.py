@@ -103,6 +103,27 @@ def drain_with_workers(home: Path, n: int, log: Path, timeout: float) -> None:
     assert [p.returncode for p in procs] == [0] * n, log.read_text()[-3000:]
 
 
+def run_ready_workers(home: Path, n: int, log: Path, until: Any, timeout: float,
+                      start_work: Any = None) -> None:
+    """Start ``n`` ``egress worker`` processes, wait until every one has logged that it
+    started (all claim from then on), call ``start_work``, wait until ``until()`` holds,
+    then stop them with SIGTERM (each must exit 0). Work created only once all are ready
+    cannot be drained by the first process to start before the others are up."""
+    procs = [start_worker(home, log) for _ in range(n)]
+    try:
+        assert wait_until(lambda: log.read_text().count("worker started") >= n, 120,
+                          every=0.1), log.read_text()[-3000:]
+        if start_work is not None:
+            start_work()
+        assert wait_until(until, timeout, every=0.2), log.read_text()[-3000:]
+        for p in procs:
+            stop(p, signal.SIGTERM)
+    finally:
+        for p in procs:
+            stop(p)
+    assert [p.returncode for p in procs] == [0] * n, log.read_text()[-3000:]
+
+
 def kill_leftover_workers() -> int:
     """SIGKILL the workers a test started and did not stop; returns how many."""
     left = [p for p in STARTED if p.poll() is None]

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from egress.domain.jobs import ExportState
+from egress.domain.jobs import ExportRecord, ExportState
 from egress.manager import ExportRequest, create_export
 from egress.store.sql import SqlJobStore
 from jobsharness import (
     check_leases,
-    drain_with_workers,
     export_outputs,
     make_events_db,
     most_live_leases,
     reference_outputs,
+    run_ready_workers,
     write_home,
 )
 
@@ -34,28 +34,41 @@ def test_three_workers_run_at_most_two_tasks_of_a_source_limited_to_two(
     else:
         store_url = request.getfixturevalue("pg_server").create_database("source_limits")
     source = make_events_db(tmp_path / "source.db", dict.fromkeys(TABLES, 12_000))
-    # three workers of two slots each: six slots for six tasks, two of them allowed
+    # three workers of one slot each: three slots for six tasks, two of them allowed. With
+    # one slot a process, two live leases are two processes: the limit is the fleet's.
     settings = write_home(
         tmp_path / "home", store_url=store_url, sources={"main": source},
         # reads paced at 20k rows/s: a task's 12,000 rows take at least 0.6 s, so every
         # task needs several 0.3 s slices however fast the machine is (on a quiet one
         # each task once ran in a single slice, and the slots never changed hands)
         source_limits={"main": {"max_tasks": 2, "max_rows_per_second": 20_000}},
-        worker={"concurrency": 2, "slice_seconds": 0.3, "poll_seconds": 0.05,
+        worker={"concurrency": 1, "slice_seconds": 0.3, "poll_seconds": 0.05,
                 "heartbeat_seconds": 0.3, "reconcile_seconds": 0.3},
     )
     assert settings.source_task_limits() == {"main": 2}
     store = SqlJobStore(store_url)
     try:
         store.migrate()
-        export, _ = create_export(store, settings, ExportRequest(
-            source="main", tables=tuple(TABLES), format="csv", compression="gzip",
-            options={"part_rows": 1000}))
-        drain_with_workers(settings.home, 3, tmp_path / "workers.log", 300)
-        done = store.export_get(None, export.id)
+        created: list[ExportRecord] = []
+
+        def create() -> None:
+            export, _ = create_export(store, settings, ExportRequest(
+                source="main", tables=tuple(TABLES), format="csv", compression="gzip",
+                options={"part_rows": 1000}))
+            created.append(export)
+
+        def finished() -> bool:
+            got = store.export_get(None, created[0].id)
+            return got is not None and got.state.terminal
+
+        # The export is created once all three are claiming: the first process to start
+        # cannot drain it before the others are up (CI once saw one process take all).
+        run_ready_workers(settings.home, 3, tmp_path / "workers.log", finished, 300,
+                          start_work=create)
+        done = store.export_get(None, created[0].id)
         assert done is not None and done.state is ExportState.COMPLETED
         events = store.lease_events()
-        tasks = store.task_list(export.id)
+        tasks = store.task_list(done.id)
     finally:
         store.close()
     assert check_leases(events) == []
