@@ -84,9 +84,12 @@ class BodyLimit:
         # a worker's checkpoint (a Parquet file's row-group footers) outgrows api.max_body_bytes
         worker = scope["path"].startswith(WORKER_ROUTE_PREFIX)
         limit = WORKER_MAX_BODY_BYTES if worker else self.limit
-        too_large = error_response(PayloadTooLarge(
-            f"the request body is larger than {limit} bytes"
-            + ("" if worker else " (api.max_body_bytes)")))
+
+        def too_large(scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+            return error_response(PayloadTooLarge(
+                f"the request body is larger than {limit} bytes"
+                + ("" if worker else " (api.max_body_bytes)")))(scope, receive, send)
+
         headers = dict(scope.get("headers", ()))
         length = headers.get(b"content-length")
         if length is not None:
@@ -196,6 +199,18 @@ def _open_store(settings: Settings) -> JobStore:
     return store
 
 
+#: Store connections an API process opens at start (up to ``api.threads``): the
+#: concurrency of a few hundred requests a second, not the most it could use (many API
+#: processes times the threads would outgrow PostgreSQL's max_connections).
+WARM_CONNECTIONS = 8
+
+
+def _warm_pool(store: JobStore, settings: Settings) -> None:
+    warm = getattr(store, "warm_pool", None)  # a store over the API has no pool
+    if warm is not None:
+        warm(min(settings.api.threads, WARM_CONNECTIONS))
+
+
 def _include_routers(app: FastAPI) -> None:
     from egress.api.routes import (
         audit,
@@ -247,6 +262,8 @@ def create_app(
         own = app.state.store is None
         if own:
             app.state.store = await anyio.to_thread.run_sync(_open_store, settings)
+        # the connections a burst of requests needs, opened before the first request
+        await anyio.to_thread.run_sync(_warm_pool, app.state.store, settings)
         stats_of = app.state.store
         STORE_STATS.attach(stats_of)  # /metrics: exports and tasks by state, the queue
         worker, thread = None, None

@@ -168,3 +168,48 @@ def test_postgres_reads_run_in_autocommit_and_writes_stay_atomic(pg_url: str):
                          .scalar_one(), read_only=True) == 0
     finally:
         store.close()
+
+
+@pytest.mark.postgres
+def test_an_api_opens_its_store_connections_before_the_first_request(
+    tmp_path: Path, pg_server
+) -> None:
+    """A burst that needs one more connection than the pool holds would wait for a new
+    PostgreSQL session: the API opens ``WARM_CONNECTIONS`` at start."""
+    import asyncio
+
+    from egress.api.app import WARM_CONNECTIONS, create_app
+    from egress.config import load_settings
+
+    url = pg_server.create_database("warm_pool")
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "egress.toml").write_text(f'[store]\nurl = "{url}"\n[api]\nthreads = 12\n')
+    settings = load_settings(home, env={})
+    plain = url.replace("postgresql+psycopg", "postgresql")
+
+    def sessions() -> int:
+        import psycopg
+
+        with psycopg.connect(plain) as conn:
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                               "current_database() AND pid <> pg_backend_pid()").fetchone()
+        return int(row[0]) if row else 0
+
+    app = create_app(settings)
+
+    async def started() -> tuple[int, int]:
+        async with app.router.lifespan_context(app):
+            return app.state.store.engine.pool.checkedin(), sessions()
+
+    assert asyncio.run(started()) == (WARM_CONNECTIONS, WARM_CONNECTIONS)
+    assert sessions() == 0  # closed with the app
+
+
+def test_warming_never_opens_more_than_the_pool_keeps(tmp_path: Path) -> None:
+    store = SqlJobStore(f"sqlite:///{tmp_path / 'store.db'}", pool_size=3)
+    try:
+        store.warm_pool(10)
+        assert store.engine.pool.checkedin() == 3
+    finally:
+        store.close()
