@@ -93,7 +93,8 @@ class ExportOps(SqlCore):
                 found = conn.execute(by_key).first()
                 if found is not None:
                     return self._replay(found, export), False
-            self._ensure_project(conn, export.project)
+            if export.project not in self._projects_stored:
+                self._ensure_project(conn, export.project)
             row = conn.execute(self._export_insert, {
                 **records.export_values(export, export_id),
                 "deadline_seconds": export.max_duration,
@@ -113,7 +114,16 @@ class ExportOps(SqlCore):
             return records.export_record(row), True
 
         try:
-            return self._tx(run, passthrough=(sa.exc.IntegrityError,))
+            try:
+                created = self._tx(run, passthrough=(sa.exc.IntegrityError,))
+            except sa.exc.IntegrityError:
+                if export.project not in self._projects_stored:
+                    raise
+                # its row is gone (a store restored from an older copy): insert it again
+                self._projects_stored.discard(export.project)
+                created = self._tx(run, passthrough=(sa.exc.IntegrityError,))
+            self._projects_stored.add(export.project)
+            return created
         except sa.exc.IntegrityError as exc:
             # A concurrent create with the same key committed first: answer with it.
             found = None
@@ -124,6 +134,13 @@ class ExportOps(SqlCore):
                 err.transient = False
                 raise err from exc
             return self._replay(found, export), False
+
+    @functools.cached_property
+    def _projects_stored(self) -> set[str]:
+        """Projects whose row this store saw committed: a create skips their insert (a
+        round trip to PostgreSQL on every create otherwise). Rows of projects are never
+        deleted."""
+        return set()
 
     def _ensure_project(self, conn: Connection, project: str) -> None:
         conn.execute(self._project_insert, {"project": project})

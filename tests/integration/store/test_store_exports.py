@@ -34,6 +34,34 @@ def test_create_stores_export_and_tasks_with_database_times(store: SqlJobStore, 
     assert store.export_get("p", record.id) == record
 
 
+def test_a_project_is_inserted_once_and_again_if_its_row_is_gone(
+    store: SqlJobStore, export_request
+):
+    from egress.store.schema import audit_log, exports, projects, tasks
+
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *args) -> None:
+        statements.append(statement)
+
+    sa.event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        store.export_create(*export_request("p"))
+        first = [s for s in statements if s.startswith("INSERT INTO projects")]
+        statements.clear()
+        store.export_create(*export_request("p"))
+        # the second create of a project knows its row is there
+        assert first and not [s for s in statements if s.startswith("INSERT INTO projects")]
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", seen)
+    # the row gone behind this store's back (a restored copy): the create still lands
+    with store.engine.begin() as conn:
+        for table in (tasks, audit_log, exports, projects):
+            conn.execute(sa.delete(table))
+    record, created = store.export_create(*export_request("p"))
+    assert created and store.export_get("p", record.id) == record
+
+
 def test_idempotent_replay_returns_the_same_export(store: SqlJobStore, export_request):
     first, tasks = export_request(key="k1", request_hash="h1")
     record, created = store.export_create(first, tasks)
