@@ -46,6 +46,8 @@ def stitched_and_whole(tmp_path: Path, source: str, table: str, fmt: str,
         tasks = store.task_list(split.id)
         assert [t.key_range["index"] for t in tasks] == [0, 1, 2, 3]
         assert all(t.spec and t.spec["stitch_name"] for t in tasks)  # planned with the table
+        # each range's estimate is its exact row count, counted when planned (the ETA)
+        assert [t.rows_estimate for t in tasks] == [t.rows for t in tasks]
         split, whole = store.export_get(None, split.id), store.export_get(None, whole.id)
         assert split.state is ExportState.COMPLETED, split.error_detail
         assert whole.state is ExportState.COMPLETED, whole.error_detail

@@ -308,5 +308,8 @@ def test_auto_counts_ranges_from_the_exact_rows_not_the_estimate(tmp_path: Path)
             planned = plan_split(src, info, spec, asked, split_rows=8000, part_size=0,
                                  max_parts=None)
             assert planned is not None and len(planned) == 4, planned
+            # each stitched range's rows, counted exactly from its boundaries (the ETA)
+            counts = [rows for _, _, rows in planned]
+            assert sum(counts) == 30_000 and all(c and c % 1000 == 0 for c in counts), counts
     finally:
         src.close()

@@ -95,13 +95,18 @@ def check_splittable(table: TableInfo, asked: SplitAsked, split_rows: int, *,
         check_stitched(table, filtered=filtered)
 
 
+#: A planned range: its keys, its spec (stitched; None: planned when claimed) and its
+#: row count (stitched: exact when planned, counted from the boundaries; None: unknown).
+PlannedRange = tuple[KeyRange, TaskSpec | None, int | None]
+
+
 def plan_split(source: Source, table: TableInfo, spec: TaskSpec, asked: SplitAsked, *,
                split_rows: int, part_size: int, max_parts: int | None,
-               ) -> list[tuple[KeyRange, TaskSpec | None]] | None:
-    """The ranges of ``table`` and, stitched, each range's spec (None: one task).
-    ``spec``: the whole table's plan as one task would make it, before the sink's part
-    budget (``max_parts``). The default split (``quiet``) only stitches, and only where
-    one task writes one file: the output is then the same whatever is split."""
+               ) -> list[PlannedRange] | None:
+    """The ranges of ``table`` (None: one task). ``spec``: the whole table's plan as one
+    task would make it, before the sink's part budget (``max_parts``). The default
+    split (``quiet``) only stitches, and only where one task writes one file: the output
+    is then the same whatever is split."""
     count = range_count(asked.split, table.row_estimate, split_rows)
     if count < 2:
         return None
@@ -112,17 +117,22 @@ def plan_split(source: Source, table: TableInfo, spec: TaskSpec, asked: SplitAsk
             return range_count(asked.split, rows, split_rows) if asked.split == "auto" else count
 
         try:
-            specs = plan_stitched(source, table, spec, ranges_of, part_size=part_size,
-                                  max_parts=max_parts)
+            stitched = plan_stitched(source, table, spec, ranges_of, part_size=part_size,
+                                     max_parts=max_parts)
         except ConfigError:
             if asked.layout == "stitched":
                 raise
             if asked.layout == "quiet":
                 return None
         else:
-            return [(s.key_range, s) for s in specs if s.key_range] if specs else None
+            if stitched is None:
+                return None
+            specs, total = stitched
+            starts = [s.stitch_rows_before or 0 for s in specs] + [total]
+            return [(s.key_range, s, starts[i + 1] - starts[i])
+                    for i, s in enumerate(specs) if s.key_range]
     ranges = plan_ranges(source, table, asked.split, split_rows)
-    return [(r, None) for r in ranges] if ranges else None
+    return [(r, None, None) for r in ranges] if ranges else None
 
 
 def plan_ranges(source: Source, table: TableInfo, split: int | str | None,

@@ -64,8 +64,9 @@ def chunk_bounds(rows: int, part_rows: int, count: int) -> list[int]:
 
 def plan_stitched(source: Source, table: TableInfo, spec: TaskSpec,
                   count: int | Callable[[int], int], *, part_size: int = 0,
-                  max_parts: int | None = None) -> list[TaskSpec] | None:
-    """The specs of ``count`` stitched ranges of ``table`` (None: too small to split),
+                  max_parts: int | None = None) -> tuple[list[TaskSpec], int] | None:
+    """The specs of ``count`` stitched ranges of ``table`` and the table's exact row
+    count when planned (None: too small to split),
     ``spec`` being the single task's plan before the sink's part budget (``max_parts``,
     fitted here to the exact row count the boundaries are counted from). ``count`` may
     be a function of that exact count (``split: auto``: a catalog's estimate can be far
@@ -95,7 +96,7 @@ def plan_stitched(source: Source, table: TableInfo, spec: TaskSpec,
     outer = "none" if fmt.inner_compression else spec.compression
     name = file_name(whole, 1, fmt, get_compression(outer))
     return [dataclasses.replace(whole, key_range=r, stitch_rows_before=starts[r.index],
-                                stitch_name=name) for r in ranges]
+                                stitch_name=name) for r in ranges], total
 
 
 def stitch_results(sink: Any, results: Sequence[Any]) -> list[Any]:

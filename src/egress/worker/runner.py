@@ -18,7 +18,7 @@ from egress.domain.ranges import KeyRange
 from egress.engine.plan import fit_part_budget, plan_task
 from egress.engine.sizes import SizeLimits
 from egress.engine.slice import Task, run_slice
-from egress.engine.split import plan_split, split_asked
+from egress.engine.split import PlannedRange, plan_split, split_asked
 from egress.exceptions import LeaseLostError, ResultGoneError
 from egress.failures import describe_failure
 from egress.manager import export_source, format_options_of, open_sink
@@ -258,21 +258,25 @@ class TaskRunner:
         spec = plan(KeyRange.from_json(task.key_range))
         return task, fit_part_budget(spec, info, part_size, max_parts), True
 
-    def _split(self, task: TaskRecord,
-               ranges: list[tuple[KeyRange, TaskSpec | None]]) -> TaskRecord:
-        """Store ``task``'s table as ``ranges`` (fenced): ``task`` is now the first."""
+    def _split(self, task: TaskRecord, ranges: list[PlannedRange]) -> TaskRecord:
+        """Store ``task``'s table as ``ranges`` (fenced): ``task`` is now the first.
+        Each range's estimate is its exact row count where planning counted it (a
+        stitched split), or an even share of the table's estimate: progress and ETA
+        count all ranges."""
         assert task.lease_token is not None
         share = None if task.rows_estimate is None else -(-task.rows_estimate // len(ranges))
         planned = [{"key_range": r.to_json(), "spec": s.to_json() if s is not None else None,
-                    "rows_estimate": share} for r, s in ranges]
+                    "rows_estimate": share if rows is None else rows}
+                   for r, s, rows in ranges]
         if not self.store.task_split(task.id, task.lease_token, planned):
             LEASE_LOSSES.labels("fenced").inc()
             raise LeaseLostError(f"task {task.id}: lease lost; the split was not stored")
         log.info("table split", extra={"export": task.export_id, "task": task.id,
                                        "table": task.table, "ranges": len(ranges)})
-        first, spec = ranges[0]
+        first, spec, rows = ranges[0]
         return replace(task, key_range=first.to_json(),
-                       spec=spec.to_json() if spec is not None else None, rows_estimate=share)
+                       spec=spec.to_json() if spec is not None else None,
+                       rows_estimate=share if rows is None else rows)
 
     def _lost(self, task: TaskRecord, lease: LeaseKeeper) -> bool:
         """Whether the task's lease is no longer this worker's (a failure then is not
