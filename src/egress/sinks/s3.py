@@ -28,7 +28,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import io
-import itertools
 import logging
 import random
 import re
@@ -47,6 +46,7 @@ from egress.exceptions import ConfigError, SinkError, SinkUnavailableError
 from egress.sinks.digests import RunningDigests, sha256_of
 from egress.sinks.s3_client import (
     CHECKSUM_MODES,
+    TOKEN_META,
     content_type,
     error_code,
     etag_value,
@@ -54,6 +54,8 @@ from egress.sinks.s3_client import (
     make_client,
     map_error,
 )
+from egress.sinks.s3_reader import RangedReader
+from egress.sinks.s3_stitch import stitch_upload
 
 log = logging.getLogger(__name__)
 #: SHA-256 of the uploads in progress in this process, across slices and sink objects
@@ -64,14 +66,10 @@ READ_BACK_CHUNK = 8 * 1024 * 1024
 MiB = 1024 * 1024
 #: S3's smallest part, except for an upload's last part.
 S3_MIN_PART_BYTES = 5 * MiB
-#: The most bytes one UploadPartCopy copies (S3's limit).
-COPY_PART_MAX = 5 * 1024 * MiB
 #: S3's largest part number.
 S3_MAX_PARTS = 10_000
 #: Longest a presigned URL may live (SigV4's limit).
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
-#: Object metadata that names the upload which wrote an object.
-TOKEN_META = "egress-upload"
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -366,85 +364,10 @@ class S3Sink:
         key = self.key(name)
         head = self._head(key)
         if head is None or head.get("ContentLength") != size:
-            self._stitch(key, name, pieces, tail, size)
+            stitch_upload(self, key, name, pieces, tail, size)
         for piece, _ in pieces:
             self.delete(piece)
         return self._sha256(key, {"upload_id": ""}, size)
-
-    def _stitch(self, key: str, name: str, pieces: Sequence[tuple[str, int]], tail: bytes,
-                size: int) -> None:
-        upload = self._call("create_multipart_upload", key, Key=key,
-                            ContentType=content_type(name),
-                            Metadata={TOKEN_META: secrets.token_hex(16)})["UploadId"]
-        state = {"key": key, "upload_id": upload}
-        minimum = max(1, self.min_part_bytes)
-        parts: list[dict[str, Any]] = []
-        buffer = bytearray()
-
-        def upload_buffer() -> None:
-            resp = self._call("upload_part", key, Key=key, UploadId=upload,
-                              PartNumber=len(parts) + 1, Body=bytes(buffer))
-            parts.append({"PartNumber": len(parts) + 1, "ETag": resp["ETag"]})
-            buffer.clear()
-
-        def read(source: str, start: int, end: int) -> bytes:
-            body = self._call("get_object", source, Key=source,
-                              Range=f"bytes={start}-{end - 1}")["Body"]
-            try:
-                return bytes(body.read())
-            finally:
-                body.close()
-
-        def copy(source: str, start: int, end: int) -> None:
-            count = -(-(end - start) // COPY_PART_MAX)  # each >= minimum: end - start is
-            edges = [start + (end - start) * i // count for i in range(count + 1)]
-            for lo, hi in itertools.pairwise(edges):
-                resp = self._call(
-                    "upload_part_copy", key, Key=key, UploadId=upload,
-                    PartNumber=len(parts) + 1, CopySourceRange=f"bytes={lo}-{hi - 1}",
-                    CopySource={"Bucket": self.bucket, "Key": source})
-                parts.append({"PartNumber": len(parts) + 1,
-                              "ETag": resp["CopyPartResult"]["ETag"]})
-
-        try:
-            written = 0
-            for piece, piece_size in pieces:
-                source, start = self.key(piece), 0
-                if piece_size == 0:
-                    continue
-                if buffer:  # fill the small part in hand up to the minimum
-                    start = min(piece_size, minimum - len(buffer))
-                    buffer += read(source, 0, start)
-                rest = piece_size - start
-                if rest >= minimum:
-                    if buffer:
-                        upload_buffer()
-                    copy(source, start, piece_size)
-                elif rest:
-                    buffer += read(source, start, piece_size)
-                if len(buffer) >= minimum:
-                    upload_buffer()
-                written += piece_size
-            buffer += tail
-            if buffer or not parts:
-                upload_buffer()
-            if written + len(tail) != size:
-                raise SinkError(f"the pieces of s3://{self.bucket}/{key} add up to "
-                                f"{written + len(tail)} bytes, expected {size}")
-            self._call("complete_multipart_upload", key,
-                       expect=("PreconditionFailed", "412"), Key=key, UploadId=upload,
-                       IfNoneMatch="*", MultipartUpload={"Parts": parts})
-        except ClientError:  # completed meanwhile by another finalizer
-            self.abort_file(name, state)
-            head = self._head(key)
-            if head is None or head.get("ContentLength") != size:
-                raise SinkError(f"s3://{self.bucket}/{key} was written by someone else; "
-                                "egress never overwrites an object") from None
-        except BaseException:
-            self.abort_file(name, state)
-            raise
-        log.info("s3 stitched key=%s size=%d parts=%d", key, size, len(parts),
-                 extra={"key": key, "size": size})
 
     def _sha256(self, key: str, state: dict[str, Any], size: int) -> str:
         running = DIGESTS.take((self.bucket, key, state["upload_id"]), size)
@@ -614,36 +537,3 @@ class S3Sink:
                 "KeyMarker": resp["NextKeyMarker"],
                 "UploadIdMarker": resp["NextUploadIdMarker"],
             }
-
-
-class RangedReader(io.RawIOBase):
-    """A read-only, seekable file over one object, read by ranged GETs."""
-
-    def __init__(self, sink: S3Sink, key: str, size: int) -> None:
-        self._sink, self._key, self._size, self._pos = sink, key, size, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        end = min(self._size, self._pos + len(view))
-        if end <= self._pos:
-            return 0
-        resp = self._sink._call("get_object", self._key, Key=self._key,
-                                Range=f"bytes={self._pos}-{end - 1}")
-        data = resp["Body"].read()
-        view[:len(data)] = data
-        self._pos += len(data)
-        return len(data)

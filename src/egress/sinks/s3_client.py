@@ -27,6 +27,8 @@ from egress.exceptions import EgressError, SinkError, SinkUnavailableError
 #: ``composite``: CRC32C on every part only (older S3-compatible servers);
 #: ``off``: no S3 checksums (servers that refuse them; our manifest still has CRC32C).
 CHECKSUM_MODES = ("full_object", "composite", "off")
+#: Object metadata that names the upload which wrote an object.
+TOKEN_META = "egress-upload"
 
 _TRANSIENT_CODES = frozenset({
     "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
