@@ -202,8 +202,14 @@ def test_an_api_opens_its_store_connections_before_the_first_request(
         async with app.router.lifespan_context(app):
             return app.state.store.engine.pool.checkedin(), sessions()
 
-    assert asyncio.run(started()) == (WARM_CONNECTIONS, WARM_CONNECTIONS)
-    assert sessions() == 0  # closed with the app
+    pooled, live = asyncio.run(started())
+    # (live: a session closed just before, by the migration, may not have left yet)
+    assert pooled == WARM_CONNECTIONS and live >= WARM_CONNECTIONS
+    # closed with the app (a backend leaves pg_stat_activity a moment after its client)
+    deadline = time.monotonic() + 20
+    while sessions() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sessions() == 0
 
 
 def test_warming_never_opens_more_than_the_pool_keeps(tmp_path: Path) -> None:
