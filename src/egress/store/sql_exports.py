@@ -21,7 +21,7 @@ from egress.exceptions import (
 from egress.failures import public_and_detail
 from egress.store import records
 from egress.store.core import ACTIVE, DEAD, TERMINAL, SqlCore, running_tasks
-from egress.store.schema import exports, projects
+from egress.store.schema import audit_log, exports, projects
 from egress.store.schema import tasks as task_table
 from egress.store.sql_audit import audit_insert, audit_values
 
@@ -47,6 +47,19 @@ _EXPORT_IN_PROJECT = _EXPORT_BY_ID.where(exports.c.project == sa.bindparam("proj
 #: A project's row, locked until commit (PostgreSQL; KEY SHARE checks still pass).
 _LOCK_PROJECT = (sa.select(projects.c.id).where(projects.c.id == sa.bindparam("project"))
                  .with_for_update(key_share=True))
+
+
+#: Most tasks a create inserts in the export's own statement (more: one statement each).
+MAX_TASKS_IN_ONE_INSERT = 8
+
+
+def _insert_from_params(table: sa.Table, prefix: str, columns: Sequence[str],
+                        **computed: sa.ColumnElement[Any]) -> sa.Insert:
+    """``INSERT INTO table (columns…) SELECT :prefix_column…, computed…``: only these
+    columns (a VALUES insert in a CTE would list the serial key too)."""
+    picked = [sa.bindparam(prefix + c, type_=table.c[c].type) for c in columns]
+    return table.insert().from_select(
+        [*columns, *computed], sa.select(*picked, *(v.label(k) for k, v in computed.items())))
 
 
 class ExportOps(SqlCore):
@@ -95,18 +108,17 @@ class ExportOps(SqlCore):
                     return self._replay(found, export), False
             if export.project not in self._projects_stored:
                 self._ensure_project(conn, export.project)
-            row = conn.execute(self._export_insert, {
-                **records.export_values(export, export_id),
-                "deadline_seconds": export.max_duration,
-            }).one()
-            if tasks:
-                conn.execute(
-                    self._task_insert,
-                    [records.task_values(t, t.id or new_id("tsk"), export, export_id)
-                     for t in tasks],
-                )
-            if audit is not None:  # in the same transaction: one commit per create
-                conn.execute(self._create_audit_insert, audit_values(audit))
+            values = {**records.export_values(export, export_id),
+                      "deadline_seconds": export.max_duration}
+            task_rows = [records.task_values(t, t.id or new_id("tsk"), export, export_id)
+                         for t in tasks]
+            audit_row = audit_values(audit) if audit is not None else None
+            if self.dialect == "postgresql" and len(task_rows) <= MAX_TASKS_IN_ONE_INSERT:
+                # one statement, one round trip: the foreign keys are checked at its end
+                statement, params = self._insert_all(values, task_rows, audit_row)
+                row = conn.execute(statement, params).one()
+            else:
+                row = self._insert_each(conn, values, task_rows, audit_row)
             if active_cap is not None:
                 # last, so that the project is locked only for the count and the commit
                 self._lock_project(conn, export.project)
@@ -134,6 +146,45 @@ class ExportOps(SqlCore):
                 err.transient = False
                 raise err from exc
             return self._replay(found, export), False
+
+    def _insert_each(self, conn: Connection, values: dict[str, Any],
+                     task_rows: list[dict[str, Any]], audit_row: dict[str, Any] | None,
+                     ) -> sa.Row[Any]:
+        row = conn.execute(self._export_insert, values).one()
+        if task_rows:
+            conn.execute(self._task_insert, task_rows)
+        if audit_row is not None:  # in the same transaction: one commit per create
+            conn.execute(self._create_audit_insert, audit_row)
+        return row
+
+    def _insert_all(self, values: dict[str, Any], task_rows: list[dict[str, Any]],
+                    audit_row: dict[str, Any] | None) -> tuple[sa.Insert, dict[str, Any]]:
+        """The export, its tasks and its audit entry as one INSERT (PostgreSQL: the
+        tasks and the entry in data-modifying CTEs), and its parameters. Each round trip
+        of a create waited for the server and then for the GIL under load (issue 17)."""
+        shape = (len(task_rows), tuple(task_rows[0]) if task_rows else (),
+                 tuple(audit_row) if audit_row is not None else None)
+        statement = self._insert_all_statements.get(shape)
+        if statement is None:
+            ctes = [_insert_from_params(task_table, f"t{i}_", shape[1], run_after=self._now,
+                                        created_at=self._now, updated_at=self._now
+                                        ).cte(f"new_task_{i}")
+                    for i in range(shape[0])]
+            if shape[2] is not None:
+                ctes.append(_insert_from_params(audit_log, "a_", shape[2], at=self._now
+                                                ).cte("new_audit"))
+            statement = self._export_insert.add_cte(*ctes)
+            self._insert_all_statements[shape] = statement
+        params = dict(values)
+        for i, task_row in enumerate(task_rows):
+            params.update((f"t{i}_{k}", v) for k, v in task_row.items())
+        if audit_row is not None:
+            params.update((f"a_{k}", v) for k, v in audit_row.items())
+        return statement, params
+
+    @functools.cached_property
+    def _insert_all_statements(self) -> dict[tuple[Any, ...], sa.Insert]:
+        return {}
 
     @functools.cached_property
     def _projects_stored(self) -> set[str]:

@@ -62,6 +62,43 @@ def test_a_project_is_inserted_once_and_again_if_its_row_is_gone(
     assert created and store.export_get("p", record.id) == record
 
 
+@pytest.mark.parametrize("tables", [2, 9])
+def test_a_create_stores_the_export_its_tasks_and_its_audit_entry_together(
+    store: SqlJobStore, export_request, tables: int
+):
+    """PostgreSQL: up to MAX_TASKS_IN_ONE_INSERT tasks go in the export's own INSERT
+    (one round trip), more in one statement of their own; SQLite inserts each."""
+    from egress.domain.access import AuditEntry
+    from egress.store.sql_exports import MAX_TASKS_IN_ONE_INSERT
+
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *args) -> None:
+        statements.append(statement.lstrip())
+
+    export, tasks = export_request("p", tuple(f"t{i}" for i in range(tables)))
+    store.export_create(*export_request("p"))  # the project's row exists
+    sa.event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        record, created = store.export_create(export, tasks, audit=AuditEntry(
+            project="p", action="export.create", export_id=export.id, details={"n": tables}))
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", seen)
+    writes = [s.split(" (", 1)[0] for s in statements if s.startswith(("INSERT", "WITH"))]
+    if store.dialect == "postgresql" and tables <= MAX_TASKS_IN_ONE_INSERT:
+        assert len(writes) == 1 and writes[0].startswith("WITH new_task_0 AS"), writes
+    else:
+        assert writes == ["INSERT INTO exports", "INSERT INTO tasks", "INSERT INTO audit_log"]
+    assert created and store.export_get("p", record.id) == record
+    stored = store.task_list(record.id)
+    assert [(t.table, t.seq, t.state) for t in stored] == [
+        (t.table, t.seq, TaskState.QUEUED) for t in tasks]
+    assert [t.id for t in stored] == [t.id for t in tasks]
+    (entry,) = [e for e in store.audit_list("p") if e.export_id == record.id]
+    assert entry.action == "export.create" and entry.details == {"n": tables}
+    assert record.created_at <= entry.at <= store.now()
+
+
 def test_idempotent_replay_returns_the_same_export(store: SqlJobStore, export_request):
     first, tasks = export_request(key="k1", request_hash="h1")
     record, created = store.export_create(first, tasks)
