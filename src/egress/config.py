@@ -218,7 +218,8 @@ class ApiSettings:
     token_touch_seconds: float = 60.0
     #: Threads that run the API's blocking work (store calls, catalog checks) at once;
     #: more requests wait their turn in the event loop. The store keeps as many pooled
-    #: connections, so a burst never opens and closes connections (see docs/benchmarks.md).
+    #: connections, so a burst never opens and closes connections, and opens up to 8 of
+    #: them when the API process starts (see docs/benchmarks.md).
     threads: int = 16
 
 
