@@ -9,6 +9,7 @@ the companion writes follow, in the same transaction.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -34,7 +35,7 @@ from egress.store.dialect import (
     token_sql,
 )
 from egress.store.files import secure_sqlite_files
-from egress.store.schema import deliveries, exports, task_events, tasks
+from egress.store.schema import deliveries, exports, projects, task_events, tasks
 from egress.store.writelock import WriteLock
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,16 @@ class SqlCore:
         self._read_options: dict[str, Any] = {READ_ONLY: True}
         if self.dialect == "postgresql":
             self._read_options["isolation_level"] = "AUTOCOMMIT"
+
+    @functools.cached_property
+    def _project_insert(self) -> sa.Insert:
+        return (self._insert(projects)
+                .values(id=sa.bindparam("project"), created_at=self._now)
+                .on_conflict_do_nothing(index_elements=["id"]))
+
+    def _ensure_project(self, conn: Connection, project: str) -> None:
+        """The project's row, inserted if missing (exports, webhook secrets refer to it)."""
+        conn.execute(self._project_insert, {"project": project})
 
     @property
     def engine(self) -> sa.Engine:

@@ -27,7 +27,7 @@ from egress.domain.ids import new_id
 from egress.exceptions import StoreError
 from egress.store.core import SqlCore
 from egress.store.schema import deliveries as d
-from egress.store.schema import delivery_attempts, projects, webhook_secrets
+from egress.store.schema import delivery_attempts, webhook_secrets
 
 #: Attempts of a rotation that collided with a concurrent one (PostgreSQL).
 ROTATE_ATTEMPTS = 3
@@ -210,13 +210,6 @@ class DeliveryOps(SqlCore):
             .order_by(w.c.generation.desc())
         ).all()
         return [secret_record(r) for r in rows]
-
-    def _ensure_project(self, conn: Connection, project: str) -> None:
-        conn.execute(
-            self._insert(projects)
-            .values(id=project, created_at=self._now)
-            .on_conflict_do_nothing(index_elements=["id"])
-        )
 
     def webhook_secret_list(self, project: str) -> list[WebhookSecret]:
         return self._tx(lambda c: self._active_secrets(c, project), read_only=True)

@@ -74,12 +74,6 @@ class ExportOps(SqlCore):
         ).returning(*exports.c)
 
     @functools.cached_property
-    def _project_insert(self) -> sa.Insert:
-        return (self._insert(projects)
-                .values(id=sa.bindparam("project"), created_at=self._now)
-                .on_conflict_do_nothing(index_elements=["id"]))
-
-    @functools.cached_property
     def _create_audit_insert(self) -> sa.Insert:
         return audit_insert(self._now)
 
@@ -192,9 +186,6 @@ class ExportOps(SqlCore):
         round trip to PostgreSQL on every create otherwise). Rows of projects are never
         deleted."""
         return set()
-
-    def _ensure_project(self, conn: Connection, project: str) -> None:
-        conn.execute(self._project_insert, {"project": project})
 
     def _lock_project(self, conn: Connection, project: str) -> None:
         """Hold the project's row until commit, so that the creates of a project count
