@@ -70,11 +70,18 @@ class Store:
         return Checkpoint.from_json(json.loads(self.saved))
 
 
+class ForwardOnlySqlite(SqliteSource):
+    """A source whose rows, once read, cannot be read again (as a remote engine's result)."""
+
+    forward_only = True
+
+
 @contextlib.contextmanager
 def task_for(
-    url: str, out: Path, spec: TaskSpec, commit: Callable[[Checkpoint], None], **kw: object
+    url: str, out: Path, spec: TaskSpec, commit: Callable[[Checkpoint], None],
+    source_class: type[SqliteSource] = SqliteSource, **kw: object,
 ) -> Iterator[Task]:
-    source = SqliteSource(url)
+    source = source_class(url)
     try:
         info = source.describe(spec.table)
         yield Task(spec=spec, table=info, source=source, sink=LocalSink(out, fsync=False),
@@ -229,7 +236,8 @@ class ManualClock:
         return now
 
 
-def run_with_clock(tmp_path: Path, name: str, after_first: tuple[float, float]
+def run_with_clock(tmp_path: Path, name: str, after_first: tuple[float, float],
+                   source_class: type[SqliteSource] = SqliteSource,
                    ) -> tuple[Checkpoint, Store, Path]:
     """One slice (deadline 1.0, grace 0.5) whose clock reads ``after_first`` = (now, tick)
     once the first part is in hand. A slice reads its clock only after it has handed
@@ -239,7 +247,7 @@ def run_with_clock(tmp_path: Path, name: str, after_first: tuple[float, float]
     spec = plan(url, "csv", "none", part_rows=5)
     store, clock = Store(), ManualClock(*after_first)
     out = tmp_path / name
-    with task_for(url, out, spec, store.save, clock=clock, grace=0.5) as task:
+    with task_for(url, out, spec, store.save, source_class, clock=clock, grace=0.5) as task:
         cp = run_slice(task, store.load(), deadline=1.0)
     assert clock.readings > 0
     return cp, store, out
@@ -255,6 +263,16 @@ def test_part_overrunning_deadline_plus_grace_is_dropped(tmp_path: Path) -> None
     cp, store, out = run_with_clock(tmp_path, "out", (0.95, 1.0))
     assert store.commits == 1 and cp.rows == 5 and cp == store.load()
     # nothing of the dropped part reached the sink
+    assert cp.open_file is not None
+    assert staged_copy(out, cp.open_file.name).stat().st_size == cp.open_file.size
+
+
+def test_a_forward_only_source_finishes_the_part_in_hand_however_late(
+        tmp_path: Path) -> None:
+    # the same clock as above: the second part is read past deadline + grace, yet it is
+    # committed (its rows cannot be read again), and no part starts after it
+    cp, store, out = run_with_clock(tmp_path, "out", (0.95, 1.0), ForwardOnlySqlite)
+    assert store.commits == 2 and cp.rows == 10 and cp == store.load()
     assert cp.open_file is not None
     assert staged_copy(out, cp.open_file.name).stat().st_size == cp.open_file.size
 

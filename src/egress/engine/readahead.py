@@ -79,7 +79,7 @@ class PageReader:
         #: A source that reads a stream which cannot go back (a remote engine's result:
         #: a page asked for moves the engine past the one before) is read only on demand,
         #: so that after a slice everything read was committed.
-        self._ahead = getattr(source, "read_ahead", True)
+        self._ahead = not getattr(source, "forward_only", False)
 
     def _on_demand(self, after: Key | None) -> Iterator[pa.RecordBatch]:
         page_bytes = 0

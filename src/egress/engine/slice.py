@@ -6,7 +6,9 @@ clock. Committing a part is: store it in the sink, then ``commit`` the new check
 (fenced by the caller: a lost lease raises LeaseLostError and nothing more is written).
 After the deadline a slice finishes the part in hand; if that would overrun the
 deadline by more than ``grace``, it drops the uncommitted part instead — unless the
-slice has committed nothing yet, so that every slice makes progress.
+slice has committed nothing yet, so that every slice makes progress, or the source is
+``forward_only`` (a remote engine's result: the rows read cannot be read again, and a
+dropped part would start the table over from nothing).
 
 Three threads share the work: the read-ahead reads the next page, the calling thread
 encodes a part, and one committer thread stores and commits the part before it
@@ -120,6 +122,8 @@ class Task:
         self._pages: PageReader | None = None
         #: the source writes the rows (the postgres CSV dialect): parts of its stream
         self._copied: CopiedParts | None = None
+        #: rows read can be read again: a part that overruns the deadline may be dropped
+        self.rewinds = not getattr(self.source, "forward_only", False)
 
     # --- reading ----------------------------------------------------------------------
 
@@ -392,7 +396,7 @@ def _run(
     while not cp.done:
         if task.should_stop() or (submitted and task.clock() >= deadline):
             break
-        part = task.read_part(cp, droppable=submitted, deadline=deadline)
+        part = task.read_part(cp, droppable=submitted and task.rewinds, deadline=deadline)
         if part is None:
             break
         committer.submit(part)

@@ -4,9 +4,10 @@ from a query's result pages.
 A Trino result is a stream: each ``nextUri`` fetched moves the engine past the page before
 it, and only the last page fetched can be fetched again. So the rows carry their place in
 the stream as their key — ``(URI of the page, row index in it)``, hidden columns — and the
-source reads on demand (``read_ahead = False``): after a slice, every row fetched was
-committed, and the next slice, on any worker, fetches the last committed page again and
-goes on after the cursor's row. When the engine no longer holds that page (a crash that
+source is ``forward_only``: it is read on demand, never ahead, and a slice never drops
+a part it has read (engine/slice.py). So after a slice every row fetched was committed,
+and the next slice, on any worker, fetches the last committed page again and goes on
+after the cursor's row. When the engine no longer holds that page (a crash that
 had fetched further, an expired query) reading raises ResultGoneError: the caller starts
 that table over from nothing, never mixing two runs of the query (docs/trino.md).
 
@@ -56,8 +57,9 @@ class TrinoSource:
     """The tables of one Trino catalog and schema (``query`` None) or one query's result."""
 
     dialect = "trino"
-    #: a result page fetched moves the engine on: never read ahead (see the module doc)
-    read_ahead = False
+    #: a result page fetched moves the engine on: never read ahead, never drop a part
+    #: read (see the module doc)
+    forward_only = True
 
     def __init__(self, url: str, query: Query | None = None, timeout: float = 300.0, *,
                  role: str | None = None, tags: tuple[str, ...] = ()) -> None:
