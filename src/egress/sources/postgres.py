@@ -50,6 +50,11 @@ from egress.sources.pg_types import (
 
 #: Batches handed to the engine hold at most this many rows (slices, no copies).
 BATCH_ROWS = 65536
+#: The driver ends a batch once it holds about this many bytes (its default: 16 MiB).
+#: Batches wait in the read-ahead's queue and a slice keeps its whole batch alive, so
+#: smaller ones hold less in flight: at 5M rows a CSV export peaked at 216-242 MB with
+#: the default and 176-181 MB with 4 MiB, at the same CPU (docs/benchmarks.md).
+BATCH_HINT_BYTES = 4 * 1024 * 1024
 #: Tables up to this size get an exact count(*) as their row estimate.
 EXACT_COUNT_BYTES = 64 * 1024 * 1024
 #: Session settings that fix how PostgreSQL writes the values selected as text.
@@ -386,6 +391,8 @@ class PostgresSource:
                 self._import_snapshot(cur)
             if self._page_timeout_ms:  # an int of ours, not user text
                 cur.execute(f"SET LOCAL statement_timeout = {int(self._page_timeout_ms)}")
+            cur.adbc_statement.set_options(
+                **{"adbc.postgresql.batch_size_hint_bytes": str(BATCH_HINT_BYTES)})
             cur.execute(query, parameters=params)
             reader = cur.fetch_record_batch()
             for batch in reader:
