@@ -1,0 +1,169 @@
+"""CPU seconds per stage of a PostgreSQL export, per format, with ``psql \\copy`` in turns.
+
+    flock /tmp/egress-bench.lock .venv/bin/python bench/pg_budget.py --rows 1000000
+    .venv/bin/python bench/pg_budget.py --rows 1000000 --formats csv,jsonl,parquet
+
+Each export runs in a fresh process (bench/child.py's way: ``egress.export`` into a new
+directory). ``csvpg`` is CSV in the postgres dialect (the server writes the CSV). Stages:
+
+- start-up: process CPU before the first part is read (Python, imports, connections, the
+  catalog, planning);
+- read-ahead: the thread that reads pages from the driver (``PageReader._run``: ADBC's
+  binary COPY into Arrow, the casts of ``conform``); none in the postgres dialect;
+- encode: the calling thread in ``Task.read_part`` (waiting aside: encoding, compressing;
+  the postgres dialect: libpq's reads, joining rows, parsing the last key);
+- commit: the committer thread in ``Task.commit_part`` (``pwrite``, ``fsync``, CRC32C,
+  the checkpoint file);
+- SHA-256: the sink's thread, timed here on the output's bytes;
+- server: every PostgreSQL process's CPU during the run (``/proc``: the postmaster, its
+  live children, and what it collected from the backends that ended), for egress and
+  for ``psql`` alike.
+
+The budget on two cores: a run cannot end before (egress's CPU + the server's) / 2, nor
+before its busiest thread. Prints figures; not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import data
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = Path("/tmp/egress-bench/budget")
+FORMATS = ("csv", "csvpg", "jsonl", "parquet")
+
+CHILD = r"""
+import hashlib, json, os, sys, time
+started = time.perf_counter()
+from egress.memory import use_system_allocator
+use_system_allocator()
+import egress
+from egress.engine import readahead
+from egress.engine import slice as slice_mod
+
+url, out, fmt = sys.argv[1], sys.argv[2], sys.argv[3]
+stages = {"read-ahead": 0.0, "encode": 0.0, "commit": 0.0}
+first = []
+
+def timed(name, fn):
+    def wrapper(*args, **kw):
+        if not first:
+            first.append(time.process_time())
+        t = time.thread_time()
+        try:
+            return fn(*args, **kw)
+        finally:
+            stages[name] += time.thread_time() - t
+    return wrapper
+
+slice_mod.Task.read_part = timed("encode", slice_mod.Task.read_part)
+slice_mod.Task.commit_part = timed("commit", slice_mod.Task.commit_part)
+readahead.PageReader._run = timed("read-ahead", readahead.PageReader._run)
+options = {"csv_dialect": "postgres"} if fmt == "csvpg" else {}
+egress.export(url, ["events"], to=out, format="csv" if fmt == "csvpg" else fmt,
+              options=options)
+wall = time.perf_counter() - started
+cpu = time.process_time()
+t = time.thread_time()
+size = 0
+for root, _, names in os.walk(out):
+    for name in names:
+        blob = open(os.path.join(root, name), "rb").read()
+        size += len(blob)
+        hashlib.sha256(blob).hexdigest()
+stages["sha256"] = time.thread_time() - t
+stages["start-up"] = first[0] if first else 0.0
+print(json.dumps({"wall": wall, "cpu": cpu, "bytes": size, **stages}))
+"""
+
+STAGES = ("start-up", "read-ahead", "encode", "commit", "sha256")
+
+
+def server_cpu(datadir: Path) -> float:
+    """CPU seconds of the server so far: the postmaster, its live children, and the
+    children it has reaped (their times are added to the postmaster's)."""
+    postmaster = int((datadir / "data" / "postmaster.pid").read_text().split()[0])
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        pid, ppid = int(entry.name), int(fields[1])
+        if pid == postmaster:
+            ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        elif ppid == postmaster:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def run(argv: list[str], datadir: Path) -> tuple[float, float, float, str]:
+    """Wall, the child's CPU, the server's CPU, and the child's last line of output."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server = server_cpu(datadir)
+    started = time.perf_counter()
+    done = subprocess.run(argv, check=True, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - started
+    time.sleep(0.2)  # the backend's exit reaped by the postmaster
+    server = server_cpu(datadir) - server
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    out = done.stdout.strip().splitlines()
+    return wall, cpu, server, out[-1] if out else ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--formats", default="csv,csvpg",
+                        help=f"comma separated, of {', '.join(FORMATS)} (default csv,csvpg)")
+    args = parser.parse_args()
+    formats = [f for f in args.formats.split(",") if f]
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown:
+        parser.error(f"unknown format(s) {', '.join(unknown)}; known: {', '.join(FORMATS)}")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from pgserver import running_server  # the tests' throwaway server
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    with running_server() as server:
+        url = data.load_postgres(server.url, f"bench_{args.rows}", args.rows)
+        tool_out = WORK / "psql.csv"
+        psql = ["psql", url, "-c", f"\\copy (SELECT * FROM events) TO '{tool_out}' CSV HEADER"]
+        run(psql, server.datadir)  # warm the table
+        print(f"load average at the start {os.getloadavg()}", flush=True)
+        for _ in range(args.repeat):
+            wall, cpu, pg, _ = run(psql, server.datadir)
+            print(f"psql \\copy   : wall {wall:.2f} s, client CPU {cpu:.2f} s, "
+                  f"server CPU {pg:.2f} s", flush=True)
+            for fmt in formats:
+                out = WORK / f"out-{fmt}"
+                shutil.rmtree(out, ignore_errors=True)
+                wall, cpu, pg, line = run([sys.executable, "-c", CHILD, url, str(out), fmt],
+                                          server.datadir)
+                got = json.loads(line)
+                stages = ", ".join(f"{k} {got[k]:.2f}" for k in STAGES)
+                # the export's own, not the SHA-256 timed after it
+                wall, cpu = got["wall"], got["cpu"]
+                print(f"egress {fmt:>7}: wall {wall:.2f} s, CPU {cpu:.2f} s, server CPU "
+                      f"{pg:.2f} s, {got['bytes'] / 1e6:.0f} MB ({stages})", flush=True)
+                shutil.rmtree(out, ignore_errors=True)
+        print(f"load average at the end {os.getloadavg()}", flush=True)
+    tool_out.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
