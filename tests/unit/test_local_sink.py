@@ -141,6 +141,58 @@ def test_a_file_written_in_order_is_not_read_back_for_its_digest(
     assert sha == hashlib.sha256(b"".join(data)).hexdigest()
 
 
+def test_a_part_is_hashed_by_the_time_it_is_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the sink's thread holds no part's bytes past its commit: they are an export's memory
+    s = sink(tmp_path)
+    state = s.start_file("t.csv")
+    updates: list[bytes] = []
+    real = hashlib.sha256
+
+    class Recording:
+        def __init__(self) -> None:
+            self._h = real()
+
+        def update(self, data: bytes) -> None:
+            import time
+            time.sleep(0.05)  # slower than the write
+            updates.append(bytes(data))
+            self._h.update(data)
+
+        def hexdigest(self) -> str:
+            return self._h.hexdigest()
+
+    monkeypatch.setattr("egress.sinks.local.hashlib.sha256", Recording)
+    s.put_part("t.csv", state, 1, 0, b"abc")
+    assert updates == [b"abc"]  # hashed before put_part returned
+    s.put_part("t.csv", state, 2, 3, b"def")
+    assert updates == [b"abc", b"def"]
+    assert s.complete_file("t.csv", state, 6, [part(1, 3), part(2, 3)]) == \
+        real(b"abcdef").hexdigest()
+
+
+def test_a_part_that_failed_to_write_is_not_counted_in_the_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = sink(tmp_path)
+    state = s.start_file("t.csv")
+    s.put_part("t.csv", state, 1, 0, b"abc")
+    real_write = LocalSink._write_part
+
+    def failing(*args: object) -> None:
+        raise SinkError("disk full")
+
+    monkeypatch.setattr(LocalSink, "_write_part", failing)
+    with pytest.raises(SinkError):
+        s.put_part("t.csv", state, 2, 3, b"XYZ")
+    monkeypatch.setattr(LocalSink, "_write_part", real_write)
+    s.put_part("t.csv", state, 2, 3, b"def")  # the retry
+    sha = s.complete_file("t.csv", state, 6, [part(1, 3), part(2, 3)])
+    assert (s.root / "t.csv").read_bytes() == b"abcdef"
+    assert sha == hashlib.sha256(b"abcdef").hexdigest()
+
+
 @pytest.mark.parametrize("case", ["another sink", "uncommitted tail", "rewrite"])
 def test_a_digest_this_sink_cannot_vouch_for_is_read_from_the_file(
     tmp_path: Path, case: str

@@ -90,7 +90,23 @@ class LocalSink:
         """Write the part at its offset in this writer's staged copy, without truncating:
         bytes past the committed end (a part that was never committed) are cut in
         complete_file. A copy that is gone (its file was completed by another writer)
-        is not made again."""
+        is not made again.
+
+        The part is hashed on the sink's thread while it is written, and both are done
+        when this returns: no thread holds the part's bytes after its commit (they are
+        a large share of an export's memory)."""
+        pending = self._hash(name, offset, data)
+        try:
+            self._write_part(name, state, offset, data)
+        except BaseException:
+            self._digests.pop(name, None)  # it counted bytes that were not written
+            raise
+        finally:
+            if pending is not None:
+                pending.result()
+        return None
+
+    def _write_part(self, name: str, state: dict[str, Any], offset: int, data: bytes) -> None:
         legacy = not state.get("id")  # started before staged copies: one shared file
         staged = self._staged(name)
         try:
@@ -114,7 +130,6 @@ class LocalSink:
                     os.posix_fadvise(fd, offset, len(data), os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
-            self._hash(name, offset, data)
         except FileNotFoundError as exc:
             if legacy:
                 raise destination_error(exc, f"cannot write {staged}") from exc
@@ -124,7 +139,6 @@ class LocalSink:
                             "or removed this file") from exc
         except OSError as exc:
             raise destination_error(exc, f"cannot write {staged}") from exc
-        return None
 
     def complete_file(
         self, name: str, state: dict[str, Any], size: int, parts: Sequence[PartRecord] = ()
@@ -156,24 +170,22 @@ class LocalSink:
             return digest.hasher.hexdigest()
         return sha256_file(final)  # written (in part) by another process: read it back
 
-    def _hash(self, name: str, offset: int, data: bytes) -> None:
-        """Extend the running digest of ``name`` with a part written at ``offset``; a part
-        anywhere but right after the hashed bytes (a resume, a rewrite) drops it."""
+    def _hash(self, name: str, offset: int, data: bytes) -> Future[None] | None:
+        """Start extending the running digest of ``name`` with a part written at
+        ``offset`` (None: not hashed); a part anywhere but right after the hashed bytes
+        (a resume, a rewrite) drops the digest."""
         digest = self._digests.get(name)
         if offset == 0:
             digest = self._digests[name] = _Digest(hashlib.sha256(), 0)
         elif digest is None or digest.size != offset:
             self._digests.pop(name, None)
-            return
+            return None
         if self._hashing is None:
             self._hashing = ThreadPoolExecutor(1, thread_name_prefix="egress-sha256")
         digest.size += len(data)
-        # at most one part waits to be hashed: a backlog would hold the parts' bytes (on
-        # a busy machine uncompressed Parquet grew the peak RSS with the table's size)
-        if digest.pending is not None:
-            digest.pending.result()
-        # one thread, so updates run in the order of the parts
+        # one thread, and each part's update is awaited before the next part's: in order
         digest.pending = self._hashing.submit(digest.hasher.update, data)
+        return digest.pending
 
     def verify_parts(self, name: str, state: dict[str, Any], parts: Sequence[PartRecord]) -> int:
         """Parts that fit in the staged file (sizes only: re-reading it every slice would
