@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 import google_crc32c
@@ -155,7 +156,6 @@ def test_a_part_is_hashed_by_the_time_it_is_stored(
             self._h = real()
 
         def update(self, data: bytes) -> None:
-            import time
             time.sleep(0.05)  # slower than the write
             updates.append(bytes(data))
             self._h.update(data)
@@ -178,15 +178,13 @@ def test_a_part_that_failed_to_write_is_not_counted_in_the_digest(
     s = sink(tmp_path)
     state = s.start_file("t.csv")
     s.put_part("t.csv", state, 1, 0, b"abc")
-    real_write = LocalSink._write_part
-
     def failing(*args: object) -> None:
         raise SinkError("disk full")
 
     monkeypatch.setattr(LocalSink, "_write_part", failing)
     with pytest.raises(SinkError):
         s.put_part("t.csv", state, 2, 3, b"XYZ")
-    monkeypatch.setattr(LocalSink, "_write_part", real_write)
+    monkeypatch.undo()
     s.put_part("t.csv", state, 2, 3, b"def")  # the retry
     sha = s.complete_file("t.csv", state, 6, [part(1, 3), part(2, 3)])
     assert (s.root / "t.csv").read_bytes() == b"abcdef"

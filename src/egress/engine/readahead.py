@@ -26,7 +26,7 @@ import pyarrow as pa
 from egress.domain.keys import Key
 from egress.domain.predicate import Predicate
 from egress.engine.sizes import SizeLimits, check_batch, check_page
-from egress.sources.base import Source, TableInfo
+from egress.sources.base import Source, TableInfo, forward_only
 
 T = TypeVar("T")
 
@@ -79,7 +79,7 @@ class PageReader:
         #: A source that reads a stream which cannot go back (a remote engine's result:
         #: a page asked for moves the engine past the one before) is read only on demand,
         #: so that after a slice everything read was committed.
-        self._ahead = not getattr(source, "forward_only", False)
+        self._ahead = not forward_only(source)
 
     def _on_demand(self, after: Key | None) -> Iterator[pa.RecordBatch]:
         page_bytes = 0

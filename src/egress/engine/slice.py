@@ -43,7 +43,7 @@ from egress.formats.base import Format
 from egress.formats.compression import Compression
 from egress.logs import in_context
 from egress.sinks.base import Sink
-from egress.sources.base import Source, TableInfo
+from egress.sources.base import Source, TableInfo, forward_only
 
 
 def _never() -> bool:
@@ -123,7 +123,7 @@ class Task:
         #: the source writes the rows (the postgres CSV dialect): parts of its stream
         self._copied: CopiedParts | None = None
         #: rows read can be read again: a part that overruns the deadline may be dropped
-        self.rewinds = not getattr(self.source, "forward_only", False)
+        self.rewinds = not forward_only(self.source)
 
     # --- reading ----------------------------------------------------------------------
 

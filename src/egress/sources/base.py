@@ -87,3 +87,10 @@ class Source(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def forward_only(source: object) -> bool:
+    """Whether rows read from ``source`` cannot be read again (a remote engine's result
+    stream, whose class sets ``forward_only = True``): it is never read ahead, and a part
+    read from it is never dropped."""
+    return bool(getattr(source, "forward_only", False))
