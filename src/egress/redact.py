@@ -105,13 +105,21 @@ def url_secrets(url: str) -> list[str]:
         found.add(urlsplit(url).password or "")
     for m in _CREDENTIALS.finditer(url):
         found.add(m.group(3).strip("'"))
-    try:
-        from psycopg.conninfo import conninfo_to_dict
+    if sep:
+        # a URL's query string, as libpq splits it (on "&" and the first "=", no fragment)
+        for item in rest.partition("?")[2].split("&"):
+            key, eq, value = item.partition("=")
+            if eq and unquote(key) in CREDENTIAL_KEYS:
+                found.add(value)
+    else:
+        # a key=value DSN: libpq's own reading (psycopg is imported only for this form)
+        try:
+            from psycopg.conninfo import conninfo_to_dict
 
-        parsed = conninfo_to_dict(url)
-        found.update(str(parsed.get(key) or "") for key in CREDENTIAL_KEYS)
-    except Exception:  # not a libpq string: the textual reading above stands
-        pass
+            parsed = conninfo_to_dict(url)
+            found.update(str(parsed.get(key) or "") for key in CREDENTIAL_KEYS)
+        except Exception:  # not a libpq string: the textual reading above stands
+            pass
     found |= {unquote(s) for s in found}
     # very short fragments would mangle every message they occur in
     return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)

@@ -454,3 +454,20 @@ def test_a_page_past_the_statement_timeout_is_cancelled_and_transient(
     assert read_all(source, info, 10) == [{"id": 1}, {"id": 2}]
     assert fetch(pg_url, "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
                  "'egress' AND state = 'idle in transaction'") == [(0,)]
+
+
+@pytest.mark.parametrize("standard_strings", ["on", "off"])
+def test_a_quoted_literal_reads_back_as_its_text(pg_url: str, standard_strings: str) -> None:
+    """The cursor of a COPY read is written into the query (sources/pg_keyset.py
+    ``quote_literal``): whatever the text, the server reads back the same text."""
+    from egress.sources.pg_keyset import quote_literal
+
+    texts = ["plain", "it's", "''", "back\\slash", "\\'; DROP TABLE t; --", "\\\\'\\",
+             "é 中 \N{PILE OF POO}", "line\nbreak\r\ttab", "E'x'", "$$dollar$$"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"SET standard_conforming_strings = {standard_strings}")
+        for text in texts:
+            row = conn.execute(f"SELECT {quote_literal(text)}::text").fetchone()
+            assert row == (text,), text
+    with pytest.raises(ValueError, match="NUL"):
+        quote_literal("a\0b")

@@ -22,6 +22,18 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def quote_literal(text: str) -> str:
+    """``text`` as an SQL string literal that reads back as ``text`` whatever the
+    server's ``standard_conforming_strings`` (as PostgreSQL's own ``quote_literal``:
+    quotes doubled, and with a backslash an ``E''`` string with backslashes doubled)."""
+    if "\0" in text:
+        raise ValueError("a PostgreSQL text value cannot hold a NUL character")
+    quoted = text.replace("'", "''")
+    if "\\" in text:
+        return "E'" + quoted.replace("\\", "\\\\") + "'"
+    return "'" + quoted + "'"
+
+
 @dataclass(frozen=True)
 class ReadPlan:
     """What ``read`` needs to know about a described table."""

@@ -62,7 +62,25 @@ class PostgresQuerySource(QueryCatalog, PostgresSource):
         self.query, self.timeout = query, timeout
         self._timeout_ms = max(1, round(timeout * 1000))
         self._info: TableInfo | None = None
+        #: psycopg, for what ADBC does not tell of a result: its type OIDs and modifiers
+        self._describer: psycopg.Connection[Any] | None = None
         super().__init__(url)
+
+    def _describe_conn(self) -> psycopg.Connection[Any]:
+        conn = self._describer
+        if conn is None or conn.closed or conn.broken:
+            try:
+                self._describer = conn = psycopg.connect(self._url, autocommit=True)
+            except psycopg.Error as exc:
+                raise self._unavailable(exc) from None
+        return conn
+
+    def close(self) -> None:
+        super().close()
+        conn, self._describer = self._describer, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def _adbc_conn(self) -> Any:
         fresh = self._conn is None
@@ -80,7 +98,7 @@ class PostgresQuerySource(QueryCatalog, PostgresSource):
     def _describe(self) -> TableInfo:
         q = self.query
         wrapped = f"(\n{q.sql}\n)"
-        conn = self._catalog_conn()
+        conn = self._describe_conn()
         try:
             with conn.transaction():
                 conn.execute("SET TRANSACTION READ ONLY")

@@ -21,12 +21,10 @@ import contextlib
 import re
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
 from egress.exceptions import SnapshotLostError, SourceError
 from egress.redact import redact_url, scrub, url_secrets
 from egress.sources.pg_errors import connect_error, libpq_url
+from egress.sources.pg_keyset import quote_literal
 
 #: What ``pg_export_snapshot()`` returns (``0000000A-0000001B-1``): checked before a
 #: snapshot id taken from the store is written into a statement (it is quoted as well).
@@ -45,8 +43,7 @@ def check_snapshot_id(snapshot_id: str) -> str:
 
 def set_snapshot_sql(snapshot_id: str) -> str:
     """The statement that makes a transaction read ``snapshot_id`` (checked, quoted)."""
-    literal = sql.Literal(check_snapshot_id(snapshot_id)).as_string(None)
-    return f"SET TRANSACTION SNAPSHOT {literal}"
+    return f"SET TRANSACTION SNAPSHOT {quote_literal(check_snapshot_id(snapshot_id))}"
 
 
 def snapshot_lost(snapshot_id: str, coordinator: str | None, detail: str) -> SnapshotLostError:
@@ -61,14 +58,18 @@ def snapshot_lost(snapshot_id: str, coordinator: str | None, detail: str) -> Sna
 
 
 class SnapshotSession:
-    """One psycopg session holding an exported snapshot until :meth:`close`."""
+    """One psycopg session holding an exported snapshot until :meth:`close` (psycopg is
+    imported here, not by every PostgreSQL export: it costs ~14 MB and 0.1 s)."""
 
     def __init__(self, url: str) -> None:
+        import psycopg
+
+        self._psycopg = psycopg
         url = libpq_url(url)
         self._url = url
         self._secrets = url_secrets(url)
         try:
-            self._conn: psycopg.Connection[Any] = psycopg.connect(
+            self._conn: Any = psycopg.connect(
                 url, autocommit=True, application_name="egress snapshot")
         except psycopg.Error as exc:
             raise self._error(exc) from None
@@ -81,7 +82,7 @@ class SnapshotSession:
         assert row is not None
         self.id: str = check_snapshot_id(row[0])
 
-    def _error(self, exc: psycopg.Error) -> SourceError:
+    def _error(self, exc: Exception) -> SourceError:
         first = scrub(str(exc), self._secrets).strip().splitlines()
         return connect_error(redact_url(self._url), getattr(exc, "sqlstate", None),
                              first[0] if first else type(exc).__name__)
@@ -90,7 +91,7 @@ class SnapshotSession:
         """Whether the session (and so the snapshot) still holds: one round trip."""
         try:
             self._conn.execute("SELECT 1").fetchone()
-        except psycopg.Error:
+        except self._psycopg.Error:
             return False
         return True
 
@@ -100,10 +101,10 @@ class SnapshotSession:
         The ROLLBACK ends the exporting transaction before this returns; closing the
         socket alone leaves the server's backend to end it a moment later, during which
         an import of the snapshot still succeeds."""
-        with contextlib.suppress(psycopg.Error):
+        with contextlib.suppress(self._psycopg.Error):
             if not self._conn.closed:
                 self._conn.execute("ROLLBACK")
-        with contextlib.suppress(psycopg.Error):
+        with contextlib.suppress(self._psycopg.Error):
             self._conn.close()
 
     def __enter__(self) -> SnapshotSession:

@@ -10,11 +10,9 @@ table gives one plan) stands for the table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
-
-import psycopg
-from psycopg import sql
 
 #: Up to this many estimated rows the quantiles are exact (the whole key column sorted).
 EXACT_UNTIL = 1_000_000
@@ -22,44 +20,58 @@ EXACT_UNTIL = 1_000_000
 SAMPLE_ROWS = 200_000
 
 
-def split_query(qualified: str, key: str, estimate: int | None) -> tuple[sql.Composed, bool]:
-    """The quantile query (parameter: the fractions as float8[]) and whether it samples.
-    ``qualified`` and ``key`` are identifiers already quoted by the source."""
+def split_query(qualified: str, key: str, estimate: int | None) -> tuple[str, bool]:
+    """The quantile query (parameter: the fractions as the text of a float8[]) and
+    whether it samples. ``qualified`` and ``key`` are identifiers already quoted by the
+    source."""
     sampled = bool(estimate and estimate > EXACT_UNTIL)
-    sample: sql.Composable = sql.SQL("")
+    sample = ""
     if sampled:
         percent = min(100.0, 100.0 * SAMPLE_ROWS / float(estimate or 1))
         # a float of ours, not user text
-        sample = sql.SQL(" TABLESAMPLE SYSTEM ({}) REPEATABLE (0)").format(
-            sql.Literal(round(percent, 6)))
-    query = sql.SQL(
-        "SELECT (percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY t.{key}))::text[] "
-        "FROM {table} AS t{sample}"
-    ).format(key=sql.SQL(key), table=sql.SQL(qualified), sample=sample)
+        sample = f" TABLESAMPLE SYSTEM ({float(round(percent, 6))!r}) REPEATABLE (0)"
+    query = (f"SELECT (percentile_disc($1::text::float8[]) WITHIN GROUP (ORDER BY t.{key}))"
+             f"::text[] FROM {qualified} AS t{sample}")
     return query, sampled
 
 
-def _begin(cur: Any, settings: tuple[str, ...], snapshot: str | None) -> None:
-    """The planning transaction's start: REPEATABLE READ (one view of the table for the
-    count and the pass), in the export's snapshot if it has one (``snapshot``: the
+def _array_text(values: list[float] | list[int]) -> str:
+    """Numbers of ours as the text of a PostgreSQL array (bound as one text parameter)."""
+    return "{" + ",".join(repr(v) for v in values) + "}"
+
+
+@contextlib.contextmanager
+def _planning(conn: Any, settings: tuple[str, ...], snapshot: str | None) -> Iterator[Any]:
+    """A cursor in the planning transaction: REPEATABLE READ (one view of the table for
+    the count and the pass), in the export's snapshot if it has one (``snapshot``: the
     ``SET TRANSACTION SNAPSHOT`` statement, before any query), then the read settings
-    (the text form the reads will cast back)."""
-    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-    if snapshot is not None:
-        cur.execute(snapshot)
-    for statement in settings:
-        cur.execute(statement.replace("SET ", "SET LOCAL ", 1))
+    (the text form the reads will cast back). Rolled back at the end: it reads only."""
+    cur = conn.cursor()
+    try:
+        cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            if snapshot is not None:
+                cur.execute(snapshot)
+            for statement in settings:
+                cur.execute(statement.replace("SET ", "SET LOCAL ", 1))
+            yield cur
+        finally:
+            with contextlib.suppress(Exception):  # a lost connection: nothing to end
+                cur.execute("ROLLBACK")
+    finally:
+        with contextlib.suppress(Exception):
+            cur.close()
 
 
-def split_points(conn: psycopg.Connection[Any], settings: tuple[str, ...], qualified: str,
+def split_points(conn: Any, settings: tuple[str, ...], qualified: str,
                  key: str, estimate: int | None, count: int,
                  snapshot: str | None = None) -> list[str]:
-    """At most ``count - 1`` increasing boundaries (repeats collapsed) as text."""
+    """At most ``count - 1`` increasing boundaries (repeats collapsed) as text, read on
+    the ADBC connection ``conn`` (autocommit)."""
     fractions = [k / count for k in range(1, count)]
     query, _ = split_query(qualified, key, estimate)
-    with conn.transaction(), conn.cursor() as cur:
-        _begin(cur, settings, snapshot)
-        cur.execute(query, (fractions,))
+    with _planning(conn, settings, snapshot) as cur:
+        cur.execute(query, parameters=(_array_text(fractions),))
         row = cur.fetchone()
     values = (row[0] if row else None) or []
     out: list[str] = []
@@ -69,22 +81,22 @@ def split_points(conn: psycopg.Connection[Any], settings: tuple[str, ...], quali
     return out
 
 
-def key_at_rows(conn: psycopg.Connection[Any], settings: tuple[str, ...], qualified: str,
+def key_at_rows(conn: Any, settings: tuple[str, ...], qualified: str,
                 key: str, ends_of: Callable[[int], list[int]],
                 snapshot: str | None = None) -> tuple[int, list[str]]:
     """The table's row count and the values of ``key`` (as text, as the cursor binds
     them) at the 1-based row numbers ``ends_of(count)`` in key order (a stitched split:
     engine/stitch.py), exact: one count and one pass over the key, in one snapshot."""
-    with conn.transaction(), conn.cursor() as cur:
-        _begin(cur, settings, snapshot)
-        cur.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.SQL(qualified)))
+    with _planning(conn, settings, snapshot) as cur:
+        cur.execute(f"SELECT count(*) FROM {qualified}")
         row = cur.fetchone()
         rows = int(row[0]) if row else 0
         ends = ends_of(rows)
         if not ends:
             return rows, []
-        cur.execute(sql.SQL(
-            "SELECT k::text FROM (SELECT t.{key} AS k, row_number() OVER "
-            "(ORDER BY t.{key}) AS n FROM {table} AS t) AS r WHERE n = ANY(%s) ORDER BY n"
-        ).format(key=sql.SQL(key), table=sql.SQL(qualified)), (ends,))
+        cur.execute(
+            f"SELECT k::text FROM (SELECT t.{key} AS k, row_number() OVER "
+            f"(ORDER BY t.{key}) AS n FROM {qualified} AS t) AS r "
+            "WHERE n = ANY($1::text::int8[]) ORDER BY n",
+            parameters=(_array_text([int(e) for e in ends]),))
         return rows, [r[0] for r in cur.fetchall()]

@@ -1,4 +1,4 @@
-"""PostgreSQL source: the catalog through psycopg, rows through the ADBC PostgreSQL driver.
+"""PostgreSQL source: the catalog and the rows through the ADBC PostgreSQL driver.
 
 Tables are named as the search path shows them (``events``) or schema-qualified
 (``audit.events``). Rows are read by keyset pagination over the primary key (or a
@@ -11,16 +11,15 @@ as PostgreSQL compares them. Type mapping: :mod:`egress.sources.pg_types`.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import adbc_driver_manager
 import adbc_driver_postgresql.dbapi as adbc_pg
-import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
-from psycopg import sql
 
 from egress.domain.keys import Key
 from egress.domain.predicate import Predicate
@@ -36,9 +35,8 @@ from egress.exceptions import (
 from egress.redact import redact_url, scrub, url_secrets
 from egress.sources import pg_catalog as catalog
 from egress.sources.base import Column, TableInfo
-from egress.sources.pg_copy import CopyFailed, CsvCopy, copy_query
 from egress.sources.pg_errors import connect_error, libpq_url, sqlstate_transient
-from egress.sources.pg_keyset import ReadPlan, keyset_query, quote_ident
+from egress.sources.pg_keyset import ReadPlan, keyset_query, quote_ident, quote_literal
 from egress.sources.pg_snapshot import LOST_SQLSTATES, set_snapshot_sql, snapshot_lost
 from egress.sources.pg_split import key_at_rows, split_points
 from egress.sources.pg_types import (
@@ -47,6 +45,9 @@ from egress.sources.pg_types import (
     key_text,
     map_type,
 )
+
+if TYPE_CHECKING:
+    from egress.sources.pg_copy import CsvCopy
 
 #: Batches handed to the engine hold at most this many rows (slices, no copies).
 BATCH_ROWS = 65536
@@ -85,9 +86,12 @@ class PostgresSource:
     def __init__(self, url: str) -> None:
         self._url = libpq_url(url)
         self._secrets = url_secrets(self._url)
-        self._catalog: psycopg.Connection[Any] | None = None
-        #: the connection of ``copy_csv`` streams (opened on first use)
-        self._copier: psycopg.Connection[Any] | None = None
+        #: catalog queries and split planning (ADBC, autocommit; apart from the reads,
+        #: which run on the read-ahead's thread)
+        self._catalog: Any = None
+        #: the connection of ``copy_csv`` streams (psycopg, opened on first use: only
+        #: the postgres CSV dialect imports psycopg, ~14 MB and 0.1 s of start-up)
+        self._copier: Any = None
         self._conn: Any = None
         #: Marks the read() whose transaction is open on the ADBC connection.
         self._reader: object | None = None
@@ -113,13 +117,19 @@ class PostgresSource:
         return connect_error(redact_url(self._url), getattr(exc, "sqlstate", None),
                              first or type(exc).__name__)
 
-    def _catalog_conn(self) -> psycopg.Connection[Any]:
-        if self._catalog is None or self._catalog.closed or self._catalog.broken:
+    def _catalog_conn(self) -> Any:
+        if self._catalog is None:
             try:
-                self._catalog = psycopg.connect(self._url, autocommit=True)
-            except psycopg.Error as exc:
+                self._catalog = adbc_pg.connect(self._url, autocommit=True)
+            except adbc_driver_manager.Error as exc:
                 raise self._unavailable(exc) from None
         return self._catalog
+
+    def _drop_catalog(self) -> None:
+        conn, self._catalog = self._catalog, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def _adbc_conn(self) -> Any:
         if self._conn is None:
@@ -156,10 +166,11 @@ class PostgresSource:
     def close(self) -> None:
         self._drop_adbc()
         self._drop_copier()
-        if self._catalog is not None:
-            self._catalog.close()
+        self._drop_catalog()
 
-    def _copier_conn(self) -> psycopg.Connection[Any]:
+    def _copier_conn(self) -> Any:
+        import psycopg
+
         if self._copier is None or self._copier.closed or self._copier.broken:
             try:
                 conn = psycopg.connect(self._url, autocommit=True)
@@ -187,6 +198,10 @@ class PostgresSource:
     ) -> CsvCopy:
         """The server's own CSV of ``columns`` of the rows after ``after``, in key order
         (the ``postgres`` CSV dialect): a running COPY whose ``take(n)`` reads rows."""
+        import psycopg
+
+        from egress.sources.pg_copy import CopyFailed, CsvCopy, copy_query
+
         if table.name not in self._plans:
             self.describe(table.name)
         plan = self._plans[table.name]
@@ -206,11 +221,33 @@ class PostgresSource:
             self._drop_copier()
             raise self._translate(exc, getattr(exc, "sqlstate", None), table.name) from None
 
-    def _fetch(self, query: str | sql.Composed, params: Any = None) -> list[tuple[Any, ...]]:
-        try:
-            return self._catalog_conn().execute(query, params).fetchall()
-        except psycopg.Error as exc:
-            raise self._translate(exc, getattr(exc, "sqlstate", None), None) from None
+    def _fetch(self, query: str, params: tuple[Any, ...] | None = None
+               ) -> list[tuple[Any, ...]]:
+        for _ in range(2):
+            reused = self._catalog is not None
+            cur = self._catalog_conn().cursor()
+            try:
+                cur.execute(query, parameters=params)
+                return cur.fetchall()
+            except (adbc_driver_manager.Error, OSError) as exc:
+                error = self._catalog_error(exc, None)
+                if not (reused and self._catalog is None):
+                    raise error from None
+                # the idle connection was gone (ended by the server, a pooler, a
+                # timeout): the query reads only, so once more on a new one
+            finally:
+                with contextlib.suppress(Exception):
+                    cur.close()
+        raise error from None
+
+    def _catalog_error(self, exc: Exception, table: str | None) -> EgressError:
+        """A catalog query failed: its error, and a connection that broke is dropped
+        (the next query opens another)."""
+        sqlstate = getattr(exc, "sqlstate", None)
+        error = self._translate(exc, sqlstate, table)
+        if isinstance(error, SourceUnavailableError) or sqlstate is None:
+            self._drop_catalog()
+        return error
 
     # --- catalog ----------------------------------------------------------------------
 
@@ -236,7 +273,7 @@ class PostgresSource:
         relation = names.get(table)
         if relation is None:
             raise TableNotFoundError(table, listed)
-        (allowed,) = self._fetch(catalog.PRIVILEGE_SQL, {"oid": relation.oid})[0]
+        (allowed,) = self._fetch(catalog.PRIVILEGE_SQL, (relation.oid,))[0]
         if not allowed:
             raise PermissionDeniedError(
                 f"permission denied: the PostgreSQL user may not SELECT from table {table!r}; "
@@ -303,11 +340,10 @@ class PostgresSource:
         )
 
     def _estimate(self, relation: _Relation) -> int | None:
-        size, reltuples, never_analyzed = self._fetch(catalog.SIZE_SQL, {"oid": relation.oid})[0]
+        size, reltuples, never_analyzed = self._fetch(catalog.SIZE_SQL, (relation.oid,))[0]
         if size <= EXACT_COUNT_BYTES:
-            query = sql.SQL("SELECT count(*) FROM {}.{}").format(
-                sql.Identifier(relation.schema), sql.Identifier(relation.name)
-            )
+            query = (f"SELECT count(*) FROM {quote_ident(relation.schema)}."
+                     f"{quote_ident(relation.name)}")
             return int(self._fetch(query)[0][0])
         return None if never_analyzed else int(reltuples)
 
@@ -322,7 +358,7 @@ class PostgresSource:
             return split_points(self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
                                 quote_ident(table.key_columns[0]), table.row_estimate, count,
                                 self._snapshot[1] if self._snapshot else None)
-        except psycopg.Error as exc:
+        except (adbc_driver_manager.Error, OSError) as exc:
             raise self._planning_error(exc, table) from None
 
     def key_at_rows(self, table: TableInfo,
@@ -337,10 +373,10 @@ class PostgresSource:
             return key_at_rows(self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
                                quote_ident(table.key_columns[0]), ends_of,
                                self._snapshot[1] if self._snapshot else None)
-        except psycopg.Error as exc:
+        except (adbc_driver_manager.Error, OSError) as exc:
             raise self._planning_error(exc, table) from None
 
-    def _planning_error(self, exc: psycopg.Error, table: TableInfo) -> EgressError:
+    def _planning_error(self, exc: Exception, table: TableInfo) -> EgressError:
         """A split's planning read failed: in a snapshot that is gone, the snapshot's
         error (as a page read's), else the server's words."""
         sqlstate = getattr(exc, "sqlstate", None)
@@ -348,13 +384,13 @@ class PostgresSource:
             snapshot_id, _, coordinator = self._snapshot
             detail = self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
             return snapshot_lost(snapshot_id, coordinator, detail[0])
-        return self._translate(exc, sqlstate, table.name)
+        return self._catalog_error(exc, table.name)
 
     # --- rows -------------------------------------------------------------------------
 
     def _literal(self, text: str) -> str:
-        """``text`` as a quoted SQL string literal, escaped as the server expects."""
-        return sql.Literal(text).as_string(self._catalog_conn())
+        """``text`` as a quoted SQL string literal."""
+        return quote_literal(text)
 
     def read(
         self, table: TableInfo, after: Key | None, limit: int,
@@ -367,7 +403,7 @@ class PostgresSource:
         filter_values: list[object] = []
         # Without parameters the driver reads the result as a binary COPY stream, about
         # three times faster than a prepared statement's result (PQexecParams). Only the
-        # cursor is then written into the query, as literals quoted by psycopg: it comes
+        # cursor is then written into the query, as quoted literals: it comes
         # from the table itself; user values (filters) stay bound parameters.
         # a key range alone (a split table's range task) keeps the fast path: its bounds
         # are values of the table, like the cursor
@@ -478,14 +514,21 @@ class PostgresSource:
                 f"({self._page_timeout_ms / 1000:g} s) and was cancelled; retried later")
         if sqlstate == "42P01" and table:
             return TableNotFoundError(table, self._relations()[1])
-        lost = sqlstate is None and isinstance(
-            exc, adbc_driver_manager.OperationalError | psycopg.OperationalError
-        )
+        lost = sqlstate is None and _operational(exc)
         if lost or sqlstate_transient(sqlstate):
             return self._unavailable(exc)
         if sqlstate and sqlstate.startswith("22"):
             return DataError(f"cannot read {what}: {detail}")
         return SourceError(f"cannot read {what}: {detail} (SQLSTATE {sqlstate or 'unknown'})")
+
+
+def _operational(exc: Exception) -> bool:
+    """A driver's "the connection failed" error (ADBC's, or psycopg's from a COPY stream
+    of the postgres CSV dialect: psycopg is imported only by that)."""
+    if isinstance(exc, adbc_driver_manager.OperationalError):
+        return True
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError)
 
 
 def _shape_error(column: Column) -> DataError:
