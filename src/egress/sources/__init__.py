@@ -13,8 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from egress.exceptions import UnknownNameError
+from egress.sources import lazy_imports
 from egress.sources.base import Column, Source, TableInfo
 from egress.sources.query import Query
+
+# before any driver is imported (they are imported by the openers and source modules)
+for _name in lazy_imports.DEFERRED:
+    lazy_imports.defer(_name)
 
 #: How long one page of a query export may run by default (seconds).
 DEFAULT_QUERY_TIMEOUT = 300.0
