@@ -201,6 +201,65 @@ def test_slices_of_one_part_each_equal_one_long_slice(tmp_path: Path) -> None:
         assert gzip.decompress(data).startswith(b"id,name,price,at,data,doc\r\n"), name
 
 
+@pytest.mark.parametrize(("fmt", "compression", "kw"), CASES[:5])
+def test_slices_that_keep_reading_share_one_read_ahead_and_write_the_same(
+    tmp_path: Path, fmt: str, compression: str, kw: dict
+) -> None:
+    """The one-shot export's slices (``keep_reading``): the read-ahead runs on from one
+    slice into the next, on one thread, and the output is that of one long slice."""
+    url = make_db(tmp_path / "src.db")
+    spec = plan(url, fmt, compression, **kw)
+    want = baseline(tmp_path, url, spec)
+    store = Store()
+    readers, threads, slices = set(), set(), 0
+    with task_for(url, tmp_path / "kept", spec, store.save) as task:
+        cp = store.load()
+        while not cp.done:
+            cp = run_slice(task, cp, deadline=task.clock() - 1, keep_reading=True)
+            slices += 1
+            if not cp.done:  # kept for the next slice, its thread still running
+                pages = task._pages
+                assert pages is not None and pages._thread is not None
+                readers.add(id(pages))
+                threads.add(pages._thread.ident)
+        task.close_pages()
+        assert task._pages is None
+    assert slices > 3 and len(readers) == 1 and len(threads) == 1
+    assert cp.rows == ROWS and outputs(tmp_path / "kept") == want
+
+
+def test_a_slice_that_dropped_a_part_leaves_no_read_ahead_to_reuse(tmp_path: Path) -> None:
+    """A dropped part's rows were consumed from the read-ahead but not committed: the
+    next slice reads them again from the cursor, not from where the thread went on."""
+    url = make_db(tmp_path / "src.db")
+    spec = plan(url, "csv", "none", part_rows=5)
+    want = baseline(tmp_path, url, spec)
+    store, clock = Store(), ManualClock(0.95, 1.0)
+    out = tmp_path / "dropped"
+    with task_for(url, out, spec, store.save, clock=clock, grace=0.5) as task:
+        cp = run_slice(task, store.load(), deadline=1.0, keep_reading=True)
+        assert store.commits == 1 and cp.rows == 5  # the second part was dropped
+        task.clock = ManualClock(0.0, 0.0)
+        while not cp.done:
+            cp = run_slice(task, cp, deadline=60.0, keep_reading=True)
+        task.close_pages()
+    assert cp.rows == ROWS and outputs(out) == want
+
+
+def test_a_failed_slice_stops_the_read_ahead_it_would_have_kept(tmp_path: Path) -> None:
+    url = make_db(tmp_path / "src.db")
+    spec = plan(url, "jsonl", "none", part_rows=5)
+
+    def commit(cp: Checkpoint) -> None:
+        raise Crash
+
+    with task_for(url, tmp_path / "out", spec, commit) as task, pytest.raises(Crash):
+        try:
+            run_slice(task, Checkpoint(), deadline=task.clock() + 60, keep_reading=True)
+        finally:
+            assert task._pages is None
+
+
 def test_should_stop_ends_the_slice_at_a_part_boundary(tmp_path: Path) -> None:
     url = make_db(tmp_path / "src.db")
     spec = plan(url, "json", "none", part_rows=5)

@@ -329,11 +329,19 @@ class Task:
         return new
 
 
-def run_slice(task: Task, checkpoint: Checkpoint, deadline: float) -> Checkpoint:
+def run_slice(
+    task: Task, checkpoint: Checkpoint, deadline: float, *, keep_reading: bool = False
+) -> Checkpoint:
     """Run ``task`` from ``checkpoint`` until ``deadline`` (a ``task.clock`` time) or done.
 
     Returns the last committed checkpoint. Stops at a part boundary; a part that would
     overrun the deadline by more than ``task.grace`` is dropped (never committed).
+
+    With ``keep_reading`` a slice that ends well leaves the read-ahead running for the
+    next slice of the same ``task`` in this process (the one-shot export's slices), which
+    then goes on where it stopped instead of reading the next page again on a new
+    thread; the caller ends it with ``task.close_pages()``. Nothing read ahead is
+    committed unless a later slice consumes it, so this changes no output.
     """
     # a new owner first checks that the sink still holds the open file's parts
     cp = verify_open_file(task.sink, task.commit, checkpoint)
@@ -341,12 +349,19 @@ def run_slice(task: Task, checkpoint: Checkpoint, deadline: float) -> Checkpoint
     if progressed:
         cp = task.finish_file(cp)  # committed but not yet final (a crash came between)
     committer = _Committer(task, cp)
+    ended = False
     try:
         _run(task, committer, cp, deadline, progressed)
+        ended = True
     finally:
-        task.close_pages()  # pages read ahead and not committed are dropped
+        if not (keep_reading and ended):
+            task.close_pages()  # pages read ahead and not committed are dropped
         committer.close()
-    cp = committer.result()
+    try:
+        cp = committer.result()
+    except BaseException:
+        task.close_pages()
+        raise
     task.sink.release()  # every part stored is committed: the next writer may take over
     return cp
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,9 @@ class PostgresSource:
         self._page_timeout_ms = 0
         #: ``SET TRANSACTION SNAPSHOT …`` of every read, and who holds it (use_snapshot)
         self._snapshot: tuple[str, str, str | None] | None = None
+        #: an ADBC connection serves one statement at a time; the read-ahead's thread may
+        #: ask the catalog too (a table dropped under a read lists the tables left)
+        self._catalog_lock = threading.RLock()
         self._catalog_conn()
         try:
             self._adbc_conn()
@@ -223,22 +227,23 @@ class PostgresSource:
 
     def _fetch(self, query: str, params: tuple[Any, ...] | None = None
                ) -> list[tuple[Any, ...]]:
-        for _ in range(2):
-            reused = self._catalog is not None
-            cur = self._catalog_conn().cursor()
-            try:
-                cur.execute(query, parameters=params)
-                return cur.fetchall()
-            except (adbc_driver_manager.Error, OSError) as exc:
-                error = self._catalog_error(exc, None)
-                if not (reused and self._catalog is None):
-                    raise error from None
-                # the idle connection was gone (ended by the server, a pooler, a
-                # timeout): the query reads only, so once more on a new one
-            finally:
-                with contextlib.suppress(Exception):
-                    cur.close()
-        raise error from None
+        with self._catalog_lock:
+            for _ in range(2):
+                reused = self._catalog is not None
+                cur = self._catalog_conn().cursor()
+                try:
+                    cur.execute(query, parameters=params)
+                    return cur.fetchall()
+                except (adbc_driver_manager.Error, OSError) as exc:
+                    error = self._catalog_error(exc, None)
+                    if not (reused and self._catalog is None):
+                        raise error from None
+                    # the idle connection was gone (ended by the server, a pooler, a
+                    # timeout): the query reads only, so once more on a new one
+                finally:
+                    with contextlib.suppress(Exception):
+                        cur.close()
+            raise error from None
 
     def _catalog_error(self, exc: Exception, table: str | None) -> EgressError:
         """A catalog query failed: its error, and a connection that broke is dropped
@@ -355,9 +360,11 @@ class PostgresSource:
             self.describe(table.name)
             plan = self._plans[table.name]
         try:
-            return split_points(self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
-                                quote_ident(table.key_columns[0]), table.row_estimate, count,
-                                self._snapshot[1] if self._snapshot else None)
+            with self._catalog_lock:
+                return split_points(
+                    self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
+                    quote_ident(table.key_columns[0]), table.row_estimate, count,
+                    self._snapshot[1] if self._snapshot else None)
         except (adbc_driver_manager.Error, OSError) as exc:
             raise self._planning_error(exc, table) from None
 
@@ -370,9 +377,11 @@ class PostgresSource:
             self.describe(table.name)
             plan = self._plans[table.name]
         try:
-            return key_at_rows(self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
-                               quote_ident(table.key_columns[0]), ends_of,
-                               self._snapshot[1] if self._snapshot else None)
+            with self._catalog_lock:
+                return key_at_rows(
+                    self._catalog_conn(), SESSION_SETTINGS, plan.qualified,
+                    quote_ident(table.key_columns[0]), ends_of,
+                    self._snapshot[1] if self._snapshot else None)
         except (adbc_driver_manager.Error, OSError) as exc:
             raise self._planning_error(exc, table) from None
 
