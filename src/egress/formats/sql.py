@@ -91,20 +91,17 @@ class _SqlPart(TextPartEncoder):
         opens = pa.array(position == 0)
         closes = pa.array(position == every - 1)
         dialect = self._fmt.dialect
-        values = [
-            (sql_mysql.literal(array, field) if dialect == "mysql"
-             else render.sql_literal(array, field, dialect)).fill_null("NULL")
-            for field, array in zip(batch.schema, batch.columns, strict=True)
-        ]
-        row = pc.binary_join_element_wise(*values, ",")
-        lines = pc.binary_join_element_wise(
-            pc.if_else(opens, self._insert, ",\n"),
-            "(",
-            row,
-            ")",
-            pc.if_else(closes, ";\n", ""),
-            "",
-        )
+        pieces: list[pa.Array | str] = [pc.if_else(opens, self._insert, ",\n"), "("]
+        for i, (field, array) in enumerate(zip(batch.schema, batch.columns, strict=True)):
+            if i:
+                pieces.append(",")
+            pieces.append(sql_mysql.literal(array, field) if dialect == "mysql"
+                          else render.sql_literal(array, field, dialect))
+        pieces += [")", pc.if_else(closes, ";\n", "")]
+        # one join of every piece (no row array joined again into lines), and a NULL is
+        # written by the join itself: no copy of a column to fill it
+        lines = pc.binary_join_element_wise(*pieces, "", null_handling="replace",
+                                            null_replacement="NULL")
         self.append(concat_strings(lines))
         self._rows += n
 
