@@ -136,7 +136,11 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown format(s) {', '.join(unknown)}; known: {', '.join(FORMATS)}")
     sys.path.insert(0, str(ROOT / "tests"))
+    from measure import compile_egress
+
     from pgserver import running_server  # the tests' throwaway server
+
+    compile_egress()
 
     WORK.mkdir(parents=True, exist_ok=True)
     with running_server() as server:

@@ -29,7 +29,7 @@ from pathlib import Path
 import data
 import report
 import tools
-from measure import Measured, best, measure, output_size, steadiness
+from measure import Measured, best, compile_egress, measure, output_size, steadiness
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = Path(__file__).resolve().parent / "child.py"
@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     duckdb = None
     if not args.no_duckdb and not args.profile and any(f == "parquet" for f, _ in cases):
         duckdb = tools.ensure_duckdb_env(args.duckdb_env)
+    compile_egress()
     load_start = peak_load = os.getloadavg()[0]
     baseline = best([measure([sys.executable, "-c", BASELINE]) for _ in range(3)])
     results: list[report.Result] = []

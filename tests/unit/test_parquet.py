@@ -141,3 +141,31 @@ class open_tmp:
 
     def __exit__(self, *exc: object) -> None:
         self._file.close()
+
+
+def test_a_parquet_format_loads_thrift_on_a_thread_of_its_own_once() -> None:
+    """The first part's footer does not wait for thriftpy2 and the IDL (~0.15 s): a
+    Parquet format starts loading them at once, on one thread per process."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import os, sys, threading
+        from egress.formats import parquet_footer
+        from egress.formats.parquet import ParquetFormat
+        assert "thriftpy2" not in sys.modules
+        ParquetFormat(); ParquetFormat("none")
+        loaders = [t for t in threading.enumerate() if t.name == "egress-thrift-preload"]
+        assert len(loaders) <= 1, loaders
+        parquet_footer._preloading.join(30)
+        print("thriftpy2" in sys.modules, parquet_footer._thrift.cache_info().currsize)
+        pid = os.fork()
+        if pid == 0:  # a forked child may preload again: the lock and thread are its own
+            os._exit(0 if parquet_footer._preloading is None
+                     and not parquet_footer._THRIFT_LOCK.locked() else 1)
+        print(os.waitpid(pid, 0)[1])
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    assert out == ["True", "1", "0"]

@@ -21,7 +21,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from egress.formats import render
-from egress.formats.parquet_footer import MAGIC, CollectedFile, file_tail, merged, moved
+from egress.formats.parquet_footer import (
+    MAGIC,
+    CollectedFile,
+    file_tail,
+    merged,
+    moved,
+    preload,
+)
 
 CODECS = {"none": "none", "gzip": "gzip", "zstd": "zstd", "snappy": "snappy"}
 #: Parquet written without ``--compression``: see docs/formats.md for the measurements
@@ -64,6 +71,7 @@ class ParquetFormat:
         if row_group_rows < 1 or row_group_bytes < 1:
             raise ValueError("row_group_rows and row_group_bytes must be positive")
         self.codec = CODECS[compression]
+        preload()  # the first part's footer needs Thrift: loaded while the export starts
         self.part_bytes: int | None = row_group_bytes
         self.max_part_rows: int | None = row_group_rows
         self.file_size: int | None = FILE_SIZE

@@ -13,7 +13,9 @@ group at an offset nor edit a footer, hence Thrift (thriftpy2 and parquet-format
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import struct
 import threading
 from collections import OrderedDict
@@ -26,12 +28,51 @@ MAGIC = b"PAR1"
 _TAIL = struct.Struct("<i")  # footer length, then MAGIC
 
 
+_THRIFT_LOCK = threading.Lock()
+
+
 @cache
 def _thrift() -> Any:
-    import thriftpy2  # loaded on first use: parsing the IDL takes ~0.1 s
+    # loaded on first use: importing thriftpy2 (urllib, ply…) and parsing the IDL (ply
+    # builds its tables in every process) take ~0.15 s; the lock makes it happen once
+    # when preload's thread and an encoder ask at the same time
+    with _THRIFT_LOCK:
+        import thriftpy2
+        import thriftpy2.protocol
+        import thriftpy2.utils
 
-    return thriftpy2.load(str(Path(__file__).with_name("parquet.thrift")),
-                          module_name="egress_parquet_thrift")
+        return thriftpy2.load(str(Path(__file__).with_name("parquet.thrift")),
+                              module_name="egress_parquet_thrift")
+
+
+_preloading: threading.Thread | None = None
+
+
+def _after_fork() -> None:
+    # a child forked while the parent's thread held the lock would wait for it forever
+    global _THRIFT_LOCK, _preloading
+    _THRIFT_LOCK, _preloading = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def preload() -> None:
+    """Load Thrift and the IDL on a thread of its own (once per process), while the
+    export connects, plans and reads its first rows: the first part's footer need not
+    wait for it. A failure is left for the encoder's own call to raise."""
+    global _preloading
+    with _THRIFT_LOCK:
+        if _preloading is not None:
+            return
+
+        def load() -> None:
+            with contextlib.suppress(Exception):  # raised again where a footer is needed
+                _thrift()
+
+        _preloading = threading.Thread(target=load, name="egress-thrift-preload",
+                                       daemon=True)
+    _preloading.start()
 
 
 def _protocol() -> Any:
