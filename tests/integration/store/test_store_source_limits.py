@@ -174,11 +174,13 @@ def test_a_claim_racing_an_uncommitted_claim_waits_for_it(store: SqlJobStore, st
     assert len(first) == 1  # one slot left
     slow, fast = SqlJobStore(store_url), SqlJobStore(store_url)
     original = slow._tx
+    holding = threading.Event()
 
     def tx_held_open(fn, **kwargs):  # A's claim stays uncommitted for a while
         def held(conn):
             out = fn(conn)
             if out:
+                holding.set()
                 time.sleep(0.6)
             return out
         return original(held, **kwargs)
@@ -188,8 +190,10 @@ def test_a_claim_racing_an_uncommitted_claim_waits_for_it(store: SqlJobStore, st
     a = threading.Thread(target=lambda: got.setdefault("a", _claim(slow, limit=1)))
     try:
         a.start()
-        time.sleep(0.2)  # B looks while A holds its claim open, and what B sees first
-        # is not what A took: a new project's task (fewest running, never served)
+        # B looks while A holds its claim open (waiting for it: a fixed 0.2 s let B go
+        # first on a loaded machine, and A found no slot), and what B sees first is not
+        # what A took: a new project's task (fewest running, never served)
+        assert holding.wait(10), "claimer A never took its slot"
         make("q", "db", ["q1"])
         got["b"] = _claim(fast, limit=1)
         a.join(10)
