@@ -23,7 +23,7 @@ from egress.exceptions import (
 )
 from egress.sources import open_source
 from egress.sources.base import TableInfo
-from egress.sources.sqlite import DYNAMIC, ROWID, SqliteSource, map_declared_type
+from egress.sources.sqlite import BATCH_ROWS, DYNAMIC, ROWID, SqliteSource, map_declared_type
 
 UTC = dt.UTC
 
@@ -292,3 +292,105 @@ def test_a_decimal_column_of_reals_reads_as_their_rounded_text_would(
     rounded = pc.round(pa.array(values), ndigits=2).to_pylist()
     expected = [decimal.Decimal(repr(v)).quantize(decimal.Decimal("0.01")) for v in rounded]
     assert [r["a"] for r in rows] == expected
+
+
+def full_selection_only(source: SqliteSource, table: str) -> SqliteSource:
+    """``source`` reading ``table`` as if its number columns held other storage classes."""
+    source._mixed.add(table)
+    return source
+
+
+@pytest.mark.parametrize("odd", ["true", "12.5", "1e2", b"\x01"])
+@pytest.mark.parametrize("where", [3, BATCH_ROWS + 100, 25_000])
+@pytest.mark.parametrize("column", ["flag", "amount"])
+def test_number_columns_read_the_same_whatever_class_a_value_has_and_wherever(
+    tmp_path: Path, opened: list[SqliteSource], odd: Any, where: int, column: str
+) -> None:
+    # Number columns (BOOLEAN, DECIMAL(p,s)) are first read without typeof(); a text or
+    # blob in one, within the driver's first rows or past them, sends the rest of the
+    # read to the full selection: the values must be those the full one reads.
+    rng = random.Random(where)
+    rows = [(i, rng.choice((0, 1, 2, 0.5, None)), rng.choice((7, -3, 12.345, 0.1, None)))
+            for i in range(1, 30_001)]
+    i, flag, amount = rows[where]
+    rows[where] = (i, odd, amount) if column == "flag" else (i, flag, odd)
+    url = make(tmp_path, "CREATE TABLE t (id INTEGER PRIMARY KEY, flag BOOLEAN, "
+                         "amount DECIMAL(12,2));", {"t": rows})
+    fast, full = source_for(opened, url), source_for(opened, url)
+    full_selection_only(full, "t")
+    outcomes = []
+    for s in (fast, full):
+        try:
+            outcomes.append(read_all(s, s.describe("t"), 20_000))
+        except DataError as exc:
+            outcomes.append(str(exc).split(":")[0])  # which column failed
+    assert outcomes[0] == outcomes[1]
+    with sqlite3.connect(tmp_path / "db.sqlite") as conn:
+        stored = conn.execute(f"SELECT typeof({column}) FROM t WHERE id = ?", (i,)).fetchone()
+    conn.close()
+    # a numeric text is stored as a number (the column's affinity): only 'true' and the
+    # blob are another class, and are noticed, not read as numbers
+    assert ("t" in fast._mixed) == (stored[0] in ("text", "blob"))
+    # a blob is no boolean nor decimal, 'true' no decimal: a DataError either way
+    if odd != b"\x01" and (odd, column) != ("true", "amount"):
+        assert len(outcomes[0]) == 30_000
+
+
+def test_a_table_of_numbers_is_read_with_the_fast_selection(
+    tmp_path: Path, opened: list[SqliteSource]
+) -> None:
+    rows = [(i, i % 3, [7, 0.5, -12.345, None, 2**40][i % 5]) for i in range(1, 20_001)]
+    url = make(tmp_path, "CREATE TABLE t (id INTEGER PRIMARY KEY, flag BOOLEAN, "
+                         "amount DECIMAL(15,2));", {"t": rows})
+    fast, full = source_for(opened, url), source_for(opened, url)
+    got = read_all(fast, fast.describe("t"), 7_000)
+    assert "t" not in fast._mixed
+    full_selection_only(full, "t")
+    assert got == read_all(full, full.describe("t"), 7_000)
+    assert got[0] == {"id": 1, "flag": True, "amount": decimal.Decimal("0.50")}
+    assert got[3]["amount"] == decimal.Decimal(2**40)
+
+
+@pytest.mark.parametrize("declared", ["DECIMAL(12,2)", "DECIMAL(15,0)"])
+def test_an_integer_too_large_for_a_decimal_column_fails_either_way(
+    tmp_path: Path, opened: list[SqliteSource], declared: str
+) -> None:
+    url = make(tmp_path, f"CREATE TABLE t (id INTEGER PRIMARY KEY, a {declared});",
+               {"t": [(1, 5), (2, 2**53 + 1)]})
+    for s in (source_for(opened, url), full_selection_only(source_for(opened, url), "t")):
+        with pytest.raises(DataError, match="cannot be read as DECIMAL"):
+            read_all(s, s.describe("t"), 10)
+
+
+def test_a_text_boolean_past_the_drivers_first_rows(tmp_path: Path, opened: list[SqliteSource]
+                                                    ) -> None:
+    # the driver fixes a column's type from its first rows; the full selection of a
+    # BOOLEAN was an integer there and failed the page on a later 'true' (a type mismatch)
+    rows = [(i, i % 2) for i in range(1, 20_001)]
+    rows[19_000] = (19_001, "true")
+    url = make(tmp_path, "CREATE TABLE b (id INTEGER PRIMARY KEY, f BOOLEAN);", {"b": rows})
+    for s in (source_for(opened, url), full_selection_only(source_for(opened, url), "b")):
+        got = [r["f"] for r in read_all(s, s.describe("b"), 30_000)]
+        assert got[19_000] is True
+        assert got[:4] == [True, False, True, False]
+
+
+@pytest.mark.parametrize("where", [3, 25_000])
+@pytest.mark.parametrize("blob", [b"a\x00b", "héllo".encode(), b"\xff"])
+def test_a_blob_in_a_text_column_reads_as_cast_makes_it(
+    tmp_path: Path, opened: list[SqliteSource], where: int, blob: bytes
+) -> None:
+    rows: list[tuple[int, Any]] = [(i, f"t{i}") for i in range(1, 30_001)]
+    rows[where] = (where + 1, blob)
+    url = make(tmp_path, "CREATE TABLE t (id INTEGER PRIMARY KEY, v VARCHAR(10));", {"t": rows})
+    outcomes: list[Any] = []
+    for s in (source_for(opened, url), full_selection_only(source_for(opened, url), "t")):
+        try:
+            outcomes.append(read_all(s, s.describe("t"), 20_000))
+        except DataError as exc:
+            outcomes.append(str(exc).split(":")[0])
+    assert outcomes[0] == outcomes[1]
+    if blob == b"\xff":
+        assert outcomes[0] == "column 'v'"  # not UTF-8: a DataError either way
+    else:
+        assert outcomes[0][where]["v"] == blob.decode()

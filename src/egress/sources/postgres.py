@@ -131,10 +131,9 @@ class PostgresSource:
             return self._catalog
 
     def _drop_catalog(self) -> None:
-        conn, self._catalog = self._catalog, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
+        with self._catalog_lock:
+            conn, self._catalog = self._catalog, None
+        _close_quietly(conn)
 
     def _adbc_conn(self) -> Any:
         if self._conn is None:
@@ -157,9 +156,7 @@ class PostgresSource:
 
     def _drop_adbc(self) -> None:
         conn, self._conn, self._reader = self._conn, None, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
+        _close_quietly(conn)
 
     def set_statement_timeout(self, seconds: float) -> None:
         """Cancel a page's query that runs longer than ``seconds`` (0: never)."""
@@ -197,9 +194,7 @@ class PostgresSource:
 
     def _drop_copier(self) -> None:
         conn, self._copier = self._copier, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
+        _close_quietly(conn)
 
     def copy_csv(
         self, table: TableInfo, after: Key | None, columns: list[str], delimiter: str = ","
@@ -239,8 +234,8 @@ class PostgresSource:
                     cur.execute(query, parameters=params)
                     return cur.fetchall()
                 except (adbc_driver_manager.Error, OSError) as exc:
-                    error = self._catalog_error(exc, None)
-                    if not (reused and self._catalog is None):
+                    error, dropped = self._catalog_failure(exc, None)
+                    if not (reused and dropped):
                         raise error from None
                     # the idle connection was gone (ended by the server, a pooler, a
                     # timeout): the query reads only, so once more on a new one
@@ -249,14 +244,16 @@ class PostgresSource:
                         cur.close()
             raise error from None
 
-    def _catalog_error(self, exc: Exception, table: str | None) -> EgressError:
-        """A catalog query failed: its error, and a connection that broke is dropped
-        (the next query opens another)."""
+    def _catalog_failure(self, exc: Exception, table: str | None
+                         ) -> tuple[EgressError, bool]:
+        """A catalog query failed: its error, and whether its connection broke and was
+        dropped (the next query opens another)."""
         sqlstate = getattr(exc, "sqlstate", None)
         error = self._translate(exc, sqlstate, table)
-        if isinstance(error, SourceUnavailableError) or sqlstate is None:
+        broken = isinstance(error, SourceUnavailableError) or sqlstate is None
+        if broken:
             self._drop_catalog()
-        return error
+        return error, broken
 
     # --- catalog ----------------------------------------------------------------------
 
@@ -397,7 +394,7 @@ class PostgresSource:
             snapshot_id, _, coordinator = self._snapshot
             detail = self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
             return snapshot_lost(snapshot_id, coordinator, detail[0])
-        return self._catalog_error(exc, table.name)
+        return self._catalog_failure(exc, table.name)[0]
 
     # --- rows -------------------------------------------------------------------------
 
@@ -550,3 +547,10 @@ def _shape_error(column: Column) -> DataError:
         "multi-dimensional or does not start at index 1, which an Arrow list cannot hold; "
         "declare the column with its dimensions (e.g. integer[][]) so egress exports it as text"
     )
+
+
+def _close_quietly(conn: Any) -> None:
+    """Close a connection that may already be broken: nothing it raises matters now."""
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            conn.close()

@@ -48,6 +48,7 @@ from egress.sources.sqlite_types import (
     DYNAMIC_MAPPING,
     Convert,
     Mapping,
+    MixedStorage,
     cast_column,
     dynamic,
     map_declared_type,
@@ -62,6 +63,8 @@ EXACT_COUNT_UNTIL = 200_000
 #: Prefix of the hidden columns carrying the raw value of a key column.
 RAW_KEY = "__egress_key_"
 BATCH_ROWS = 16384
+#: How the ADBC driver fails a stream on a value of another type than the column's.
+_TYPE_MISMATCH = "Type mismatch"
 
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
@@ -75,13 +78,42 @@ def path_from_url(url: str) -> Path:
 
 
 @dataclass(frozen=True)
-class _Plan:
-    """How to read one table: the selected expressions and how each output is made."""
+class _Selection:
+    """The selected expressions of a table's rows and how each output is made."""
 
     selects: tuple[str, ...]
     dummies: tuple[str, ...]
     #: (number of selected expressions, converter) per output and hidden column.
     converters: tuple[tuple[int, Convert], ...]
+
+
+class _Columns:
+    """Builds a :class:`_Selection`, one output column at a time."""
+
+    def __init__(self) -> None:
+        self.selects: list[str] = []
+        self.dummies: list[str] = []
+        self.converters: list[tuple[int, Convert]] = []
+
+    def add(self, column_sql: str, selects: tuple[tuple[str, str], ...],
+            convert: Convert) -> None:
+        self.selects += [sql.format(c=column_sql) for sql, _ in selects]
+        self.dummies += [dummy for _, dummy in selects]
+        self.converters.append((len(selects), convert))
+
+    def selection(self) -> _Selection:
+        return _Selection(tuple(self.selects), tuple(self.dummies), tuple(self.converters))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How to read one table."""
+
+    #: reads any stored value
+    full: _Selection
+    #: cheaper, for numbers stored as numbers (sqlite_types.Mapping.fast); None if no
+    #: column has a fast selection
+    fast: _Selection | None
     #: The SQL expression of each key column, in key order.
     key_sql: tuple[str, ...]
     schema: pa.Schema
@@ -105,6 +137,8 @@ class SqliteSource:
         except (sqlite3.Error, OSError) as exc:
             raise SourceUnavailableError(f"cannot open SQLite database {self.path}: {exc}") from exc
         self._plans: dict[str, _Plan] = {}
+        #: tables whose number columns were found to hold other storage classes
+        self._mixed: set[str] = set()
 
     def close(self) -> None:
         self._catalog.close()
@@ -153,13 +187,15 @@ class SqliteSource:
             if pk_pos:
                 pk.append((pk_pos, name))
         primary_key = tuple(name for _, name in sorted(pk))
-        selects, dummies = [], []
-        converters: list[tuple[int, Convert]] = []
+        full, fast = _Columns(), _Columns()
         for c in columns:
             m = mappings[c.name]
-            selects += [sql.format(c=quote_ident(c.name)) for sql, _ in m.selects]
-            dummies += [d for _, d in m.selects]
-            converters.append((len(m.selects), m.convert))
+            full.add(quote_ident(c.name), m.selects, m.convert)
+            if m.fast is not None:
+                sql, dummy, convert = m.fast
+                fast.add(quote_ident(c.name), ((sql, dummy),), convert)
+            else:
+                fast.add(quote_ident(c.name), m.selects, m.convert)
         hidden: list[pa.Field] = []
         key_sql: list[str]
         if primary_key:
@@ -173,18 +209,17 @@ class SqliteSource:
                 name = f"{RAW_KEY}{i}"
                 key_columns.append(name)
                 hidden.append(pa.field(name, DYNAMIC))
-                selects += [sql.format(c=key_sql[i]) for sql, _ in DYNAMIC_MAPPING.selects]
-                dummies += [d for _, d in DYNAMIC_MAPPING.selects]
-                converters.append((len(DYNAMIC_MAPPING.selects), dynamic))
+                for each in (full, fast):
+                    each.add(key_sql[i], DYNAMIC_MAPPING.selects, dynamic)
         else:
             rowid = self._rowid_name(table, [c.name for c in columns])
             key_columns, key_sql = [ROWID], [rowid]
             hidden.append(pa.field(ROWID, pa.int64()))
-            selects.append(rowid)
-            dummies.append("0")
-            converters.append((1, cast_column))
+            for each in (full, fast):
+                each.add(rowid, (("{c}", "0"),), cast_column)
         schema = pa.schema([c.field() for c in columns] + hidden)
-        self._plans[table] = _Plan(tuple(selects), tuple(dummies), tuple(converters),
+        has_fast = any(mappings[c.name].fast is not None for c in columns)
+        self._plans[table] = _Plan(full.selection(), fast.selection() if has_fast else None,
                                    tuple(key_sql), schema)
         estimate = self._estimate(table, [c.name for c in columns])
         return TableInfo(
@@ -250,8 +285,8 @@ class SqliteSource:
         return plan
 
     def _query(
-        self, table: TableInfo, plan: _Plan, after: Key | None, predicate: Predicate | None,
-        params: list[object],
+        self, table: TableInfo, plan: _Plan, selection: _Selection, after: Key | None,
+        predicate: Predicate | None, params: list[object],
     ) -> str:
         """The keyset query; appends its parameters but the LIMIT to ``params``, in
         placeholder order."""
@@ -287,8 +322,8 @@ class SqliteSource:
         conditions += render_conditions(predicate, column, bind, key_range_rendered=True)
         where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
         return (
-            f"SELECT 1, {', '.join(plan.dummies)} UNION ALL SELECT * FROM ("
-            f"SELECT 0, {', '.join(plan.selects)} FROM {quote_ident(table.name)} "
+            f"SELECT 1, {', '.join(selection.dummies)} UNION ALL SELECT * FROM ("
+            f"SELECT 0, {', '.join(selection.selects)} FROM {quote_ident(table.name)} "
             f"{where}ORDER BY {keys} LIMIT ?)"
         )
 
@@ -297,8 +332,27 @@ class SqliteSource:
         predicate: Predicate | None = None,
     ) -> Iterator[pa.RecordBatch]:
         plan = self._plan(table)
+        if plan.fast is not None and table.name not in self._mixed:
+            try:
+                for batch in self._read(table, plan, plan.fast, after, limit, predicate):
+                    yield batch
+                    limit -= batch.num_rows
+                    after = tuple(batch.column(k)[-1].as_py() for k in table.key_columns)
+                return
+            except MixedStorage:
+                # a number column holds text or a blob somewhere: the rest of the page,
+                # and every later page of this table, with the full selection
+                self._mixed.add(table.name)
+            if limit <= 0:
+                return
+        yield from self._read(table, plan, plan.full, after, limit, predicate)
+
+    def _read(
+        self, table: TableInfo, plan: _Plan, selection: _Selection, after: Key | None,
+        limit: int, predicate: Predicate | None,
+    ) -> Iterator[pa.RecordBatch]:
         values: list[object] = []
-        sql = self._query(table, plan, after, predicate, values)
+        sql = self._query(table, plan, selection, after, predicate, values)
         params = (*values, limit)
         cur = self._conn.cursor()
         try:
@@ -317,23 +371,27 @@ class SqliteSource:
                     batch = batch.slice(1)
                     first = False
                 if batch.num_rows:
-                    yield _conform(batch, plan)
+                    yield _conform(batch, selection, plan.schema)
         # the ADBC driver reports a failed first step as its own Error, a failure while
         # streaming as an OSError from Arrow
         except (OSError, adbc_driver_manager.Error) as exc:
+            if selection is plan.fast and _TYPE_MISMATCH in str(exc):
+                # a value past the driver's first batch of rows that is not a number
+                raise MixedStorage from None
             raise _translate(exc, table) from exc
         finally:
             cur.close()
 
 
-def _conform(batch: pa.RecordBatch, plan: _Plan) -> pa.RecordBatch:
+def _conform(batch: pa.RecordBatch, selection: _Selection, schema: pa.Schema
+             ) -> pa.RecordBatch:
     """Drop the marker column and convert each selected group to its declared type."""
     arrays = []
     position = 1
-    for field, (width, convert) in zip(plan.schema, plan.converters, strict=True):
+    for field, (width, convert) in zip(schema, selection.converters, strict=True):
         arrays.append(convert(batch.columns[position : position + width], field))
         position += width
-    return pa.RecordBatch.from_arrays(arrays, schema=plan.schema)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _translate(exc: Exception, table: TableInfo) -> SourceError:
