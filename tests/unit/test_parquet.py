@@ -160,6 +160,11 @@ def test_a_parquet_format_loads_thrift_on_a_thread_of_its_own_once() -> None:
         assert len(loaders) <= 1, loaders
         parquet_footer._preloading.join(30)
         print("thriftpy2" in sys.modules, parquet_footer._thrift.cache_info().currsize)
+        # a format made while Thrift loads (its lock held) does not wait for the load
+        with parquet_footer._THRIFT_LOCK:
+            made = threading.Event()
+            threading.Thread(target=lambda: (ParquetFormat(), made.set()), daemon=True).start()
+            print(made.wait(10))
         pid = os.fork()
         if pid == 0:  # a forked child may preload again: the lock and thread are its own
             os._exit(0 if parquet_footer._preloading is None
@@ -168,4 +173,4 @@ def test_a_parquet_format_loads_thrift_on_a_thread_of_its_own_once() -> None:
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120).stdout.split()
-    assert out == ["True", "1", "0"]
+    assert out == ["True", "1", "True", "0"]

@@ -29,6 +29,8 @@ _TAIL = struct.Struct("<i")  # footer length, then MAGIC
 
 
 _THRIFT_LOCK = threading.Lock()
+#: preload's own: a second format made while Thrift loads must not wait for the load
+_PRELOAD_LOCK = threading.Lock()
 
 
 @cache
@@ -50,8 +52,8 @@ _preloading: threading.Thread | None = None
 
 def _after_fork() -> None:
     # a child forked while the parent's thread held the lock would wait for it forever
-    global _THRIFT_LOCK, _preloading
-    _THRIFT_LOCK, _preloading = threading.Lock(), None
+    global _THRIFT_LOCK, _PRELOAD_LOCK, _preloading
+    _THRIFT_LOCK, _PRELOAD_LOCK, _preloading = threading.Lock(), threading.Lock(), None
 
 
 os.register_at_fork(after_in_child=_after_fork)
@@ -62,7 +64,7 @@ def preload() -> None:
     export connects, plans and reads its first rows: the first part's footer need not
     wait for it. A failure is left for the encoder's own call to raise."""
     global _preloading
-    with _THRIFT_LOCK:
+    with _PRELOAD_LOCK:
         if _preloading is not None:
             return
 
