@@ -471,3 +471,27 @@ def test_a_quoted_literal_reads_back_as_its_text(pg_url: str, standard_strings: 
             assert row == (text,), text
     with pytest.raises(ValueError, match="NUL"):
         quote_literal("a\0b")
+
+
+def test_a_failed_catalog_connection_leaves_no_read_connection_open(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the read connection opens on a thread while the catalog's does: when the catalog's
+    # fails, the read connection that did open is closed, and the catalog's error raised
+    opened: list[object] = []
+    real_open = PostgresSource._open_adbc
+
+    def open_adbc(self: PostgresSource) -> object:
+        opened.append(real_open(self))
+        return opened[-1]
+
+    def catalog_fails(self: PostgresSource) -> object:
+        raise SourceUnavailableError("the catalog's connection failed")
+
+    monkeypatch.setattr(PostgresSource, "_open_adbc", open_adbc)
+    monkeypatch.setattr(PostgresSource, "_catalog_conn", catalog_fails)
+    with pytest.raises(SourceUnavailableError, match="catalog's connection failed"):
+        PostgresSource(pg_url)
+    assert len(opened) == 1
+    with pytest.raises(Exception, match=r"INVALID_STATE|closed"):
+        opened[0].cursor()  # type: ignore[attr-defined]

@@ -104,12 +104,30 @@ class PostgresSource:
         #: an ADBC connection serves one statement at a time; the read-ahead's thread may
         #: ask the catalog too (a table dropped under a read lists the tables left)
         self._catalog_lock = threading.RLock()
-        self._catalog_conn()
+        # both connections wait on the server (a backend starts, the driver loads the
+        # types, ~50 ms each): the read connection opens on a thread meanwhile
+        opening: list[Any] = []
+
+        def open_reads() -> None:
+            try:
+                opening.append(self._open_adbc())
+            except BaseException as exc:  # raised below, on the caller's thread
+                opening.append(exc)
+
+        thread = threading.Thread(target=open_reads, name="egress-pg-connect", daemon=True)
+        thread.start()
         try:
-            self._adbc_conn()
-        except SourceError:
-            self.close()
+            self._catalog_conn()
+        except BaseException:
+            thread.join()
+            if opening and not isinstance(opening[0], BaseException):
+                _close_quietly(opening[0])
             raise
+        thread.join()
+        if isinstance(opening[0], BaseException):
+            self.close()
+            raise opening[0]
+        self._conn = opening[0]
 
     # --- connections ------------------------------------------------------------------
 
@@ -137,22 +155,25 @@ class PostgresSource:
 
     def _adbc_conn(self) -> Any:
         if self._conn is None:
-            # its own ADBC database: an adbc_clone of the catalog's saved ~45 ms of
-            # start-up, but then a source restart between paced pages raised nothing (the
-            # next page reconnected), which tests/acceptance/test_restarts.py refuses
-            try:
-                conn = adbc_pg.connect(self._url, autocommit=True)
-            except adbc_driver_manager.Error as exc:
-                raise self._unavailable(exc) from None
-            try:
-                with contextlib.closing(conn.cursor()) as cur:
-                    for statement in SESSION_SETTINGS:
-                        cur.execute(statement)
-            except adbc_driver_manager.Error as exc:
-                conn.close()
-                raise self._unavailable(exc) from None
-            self._conn = conn
+            self._conn = self._open_adbc()
         return self._conn
+
+    def _open_adbc(self) -> Any:
+        # its own ADBC database: an adbc_clone of the catalog's saved ~45 ms of
+        # start-up, but then a source restart between paced pages raised nothing (the
+        # next page reconnected), which tests/acceptance/test_restarts.py refuses
+        try:
+            conn = adbc_pg.connect(self._url, autocommit=True)
+        except adbc_driver_manager.Error as exc:
+            raise self._unavailable(exc) from None
+        try:
+            with contextlib.closing(conn.cursor()) as cur:
+                for statement in SESSION_SETTINGS:
+                    cur.execute(statement)
+        except adbc_driver_manager.Error as exc:
+            conn.close()
+            raise self._unavailable(exc) from None
+        return conn
 
     def _drop_adbc(self) -> None:
         conn, self._conn, self._reader = self._conn, None, None
