@@ -107,7 +107,8 @@ class _StateFile:
             with writing(self.path, "write the checkpoint"):
                 self.dir.mkdir(parents=True, exist_ok=True)
                 with open(tmp, "w") as f:
-                    json.dump(self.data, f)
+                    # dumps: json.dump encodes in Python, chunk by chunk (~10x slower)
+                    f.write(json.dumps(self.data))
                     f.flush()
                     if self.fsync:
                         os.fsync(f.fileno())

@@ -100,12 +100,14 @@ class PartRecord:
     metas: tuple[bytes, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["last_key"] = encode_key(self.last_key)
+        # by hand, not dataclasses.asdict: that deep-copies the metas first, and every
+        # commit writes every part of the open file (a Parquet file has hundreds)
+        data: dict[str, Any] = {
+            "number": self.number, "rows": self.rows, "size": self.size,
+            "crc32c": self.crc32c, "etag": self.etag, "last_key": encode_key(self.last_key),
+        }
         if self.metas:
             data["metas"] = [base64.b64encode(m).decode() for m in self.metas]
-        else:
-            del data["metas"]
         return data
 
     @classmethod
@@ -186,13 +188,13 @@ class FileRecord:
     metas: tuple[bytes, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["first_key"] = encode_key(self.first_key)
-        data["last_key"] = encode_key(self.last_key)
+        data: dict[str, Any] = {
+            "name": self.name, "rows": self.rows, "size": self.size, "crc32c": self.crc32c,
+            "sha256": self.sha256, "parts": self.parts,
+            "first_key": encode_key(self.first_key), "last_key": encode_key(self.last_key),
+        }
         if self.metas:
             data["metas"] = [base64.b64encode(m).decode() for m in self.metas]
-        else:
-            del data["metas"]
         return data
 
     @classmethod

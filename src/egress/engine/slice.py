@@ -30,6 +30,7 @@ import google_crc32c
 import pyarrow as pa
 
 from egress.domain.checkpoint import Checkpoint, FileRecord, OpenFile, PartRecord, TaskSpec
+from egress.domain.crc import crc32c_combine
 from egress.domain.keys import Key
 from egress.engine.copied import CopiedParts
 from egress.engine.naming import file_name
@@ -281,15 +282,19 @@ class Task:
                 last_key=part.last_key, metas=part.metas,
             )
             parts = (*parts, record)
-        # else: the table ended right after the last stored part and the format has no
-        # footer: close the file without an empty part (S3 refuses those)
+            # the file's CRC from the part's (one pass over the bytes, not two)
+            file_crc = crc32c_combine(of.crc32c, record.crc32c, len(data))
+        else:
+            # the table ended right after the last stored part and the format has no
+            # footer: close the file without an empty part (S3 refuses those)
+            file_crc = of.crc32c
         of = OpenFile(
             index=of.index,
             name=of.name,
             parts=parts,
             rows=of.rows + part.rows,
             size=of.size + len(data),
-            crc32c=of.crc32c if sink is _DRY else google_crc32c.extend(of.crc32c, data),
+            crc32c=of.crc32c if sink is _DRY else file_crc,
             first_key=of.first_key if of.first_key is not None else part.first_key,
             sink_state=of.sink_state,
             closed=closes,
