@@ -159,7 +159,7 @@ def test_a_parquet_format_loads_thrift_on_a_thread_of_its_own_once() -> None:
         loaders = [t for t in threading.enumerate() if t.name == "egress-thrift-preload"]
         assert len(loaders) <= 1, loaders
         parquet_footer._preloading.join(30)
-        print("thriftpy2" in sys.modules, parquet_footer._thrift.cache_info().currsize)
+        print("thriftpy2" in sys.modules, int(parquet_footer._loaded is not None))
         # a format made while Thrift loads (its lock held) does not wait for the load
         with parquet_footer._THRIFT_LOCK:
             made = threading.Event()
@@ -174,3 +174,34 @@ def test_a_parquet_format_loads_thrift_on_a_thread_of_its_own_once() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120).stdout.split()
     assert out == ["True", "1", "True", "0"]
+
+
+def test_thriftpy2_is_imported_by_one_thread_only() -> None:
+    """An encoder's footer waits for the Thrift load in progress instead of importing
+    thriftpy2's modules beside it: two threads importing them at once tripped Python's
+    import deadlock detection (_DeadlockError in thriftpy2.transport) in an export."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import io, sys, threading, time
+        import pyarrow as pa, pyarrow.parquet as pq
+        from egress.formats import parquet_footer
+        buf = io.BytesIO()
+        pq.write_table(pa.table({"a": [1, 2]}), buf)
+        raw = buf.getvalue()
+        meta = raw[-8 - int.from_bytes(raw[-8:-4], "little"):-8]
+        assert "thriftpy2" not in sys.modules
+        got = []
+        with parquet_footer._THRIFT_LOCK:  # as while preload's thread loads Thrift
+            reader = threading.Thread(target=lambda: got.append(parquet_footer._decode(meta)))
+            reader.start()
+            time.sleep(0.5)
+            print(sorted(m for m in sys.modules if m.startswith("thriftpy2")))
+        reader.join(60)
+        print(got[0].num_rows)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.splitlines()
+    assert out == ["[]", "2"]

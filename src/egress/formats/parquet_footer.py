@@ -20,7 +20,7 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +33,26 @@ _THRIFT_LOCK = threading.Lock()
 _PRELOAD_LOCK = threading.Lock()
 
 
-@cache
-def _thrift() -> Any:
-    # loaded on first use: importing thriftpy2 (urllib, ply…) and parsing the IDL (ply
-    # builds its tables in every process) take ~0.15 s; the lock makes it happen once
-    # when preload's thread and an encoder ask at the same time
-    with _THRIFT_LOCK:
-        import thriftpy2
-        import thriftpy2.protocol
-        import thriftpy2.utils
+_loaded: Any = None
 
-        return thriftpy2.load(str(Path(__file__).with_name("parquet.thrift")),
-                              module_name="egress_parquet_thrift")
+
+def _thrift() -> Any:
+    """The IDL's module; importing thriftpy2 (urllib, ply…) and parsing the IDL (ply
+    builds its tables in every process) take ~0.15 s, so it is loaded once, on first use
+    or by preload's thread. Every use of thriftpy2 goes through here first: two threads
+    importing thriftpy2's modules at once can trip Python's import deadlock detection
+    (_DeadlockError in thriftpy2.transport), so the imports happen under the lock only."""
+    global _loaded
+    if _loaded is None:
+        with _THRIFT_LOCK:
+            if _loaded is None:
+                import thriftpy2
+                import thriftpy2.protocol
+                import thriftpy2.utils
+
+                _loaded = thriftpy2.load(str(Path(__file__).with_name("parquet.thrift")),
+                                         module_name="egress_parquet_thrift")
+    return _loaded
 
 
 _preloading: threading.Thread | None = None
@@ -78,18 +86,21 @@ def preload() -> None:
 
 
 def _protocol() -> Any:
+    _thrift()  # thriftpy2 imported under the lock first (see there)
     from thriftpy2.protocol import TCompactProtocolFactory
 
     return TCompactProtocolFactory()
 
 
 def _decode(data: bytes) -> Any:
+    module = _thrift()
     from thriftpy2.utils import deserialize
 
-    return deserialize(_thrift().FileMetaData(), data, _protocol())
+    return deserialize(module.FileMetaData(), data, _protocol())
 
 
 def _encode(meta: Any) -> bytes:
+    _thrift()
     from thriftpy2.utils import serialize
 
     return bytes(serialize(meta, _protocol()))
