@@ -66,6 +66,7 @@ BATCH_ROWS = 16384
 #: How the ADBC driver fails a stream on a value of another type than the column's.
 _TYPE_MISMATCH = "Type mismatch"
 
+
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -111,8 +112,8 @@ class _Plan:
 
     #: reads any stored value
     full: _Selection
-    #: cheaper, for numbers stored as numbers (sqlite_types.Mapping.fast); None if no
-    #: column has a fast selection
+    #: cheaper, for values stored in their column's usual class (sqlite_types.Mapping
+    #: .fast); None if no column has one
     fast: _Selection | None
     #: The SQL expression of each key column, in key order.
     key_sql: tuple[str, ...]
@@ -137,7 +138,7 @@ class SqliteSource:
         except (sqlite3.Error, OSError) as exc:
             raise SourceUnavailableError(f"cannot open SQLite database {self.path}: {exc}") from exc
         self._plans: dict[str, _Plan] = {}
-        #: tables whose number columns were found to hold other storage classes
+        #: tables found to hold a value the fast selection does not take
         self._mixed: set[str] = set()
 
     def close(self) -> None:
