@@ -19,7 +19,6 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-import adbc_driver_manager
 import psycopg
 import pyarrow as pa
 
@@ -82,18 +81,10 @@ class PostgresQuerySource(QueryCatalog, PostgresSource):
             with contextlib.suppress(Exception):
                 conn.close()
 
-    def _adbc_conn(self) -> Any:
-        fresh = self._conn is None
-        conn = super()._adbc_conn()
-        if fresh:
-            # every page's statement is cancelled past the timeout
-            try:
-                with contextlib.closing(conn.cursor()) as cur:
-                    cur.execute(f"SET statement_timeout = {self._timeout_ms}")
-            except adbc_driver_manager.Error as exc:
-                self._drop_adbc()
-                raise self._unavailable(exc) from None
-        return conn
+    def _read_session_settings(self) -> tuple[str, ...]:
+        # every page's statement is cancelled past the timeout (an int of ours)
+        return (*super()._read_session_settings(),
+                f"SET statement_timeout = {int(self._timeout_ms)}")
 
     def _describe(self) -> TableInfo:
         q = self.query

@@ -168,12 +168,17 @@ class PostgresSource:
             raise self._unavailable(exc) from None
         try:
             with contextlib.closing(conn.cursor()) as cur:
-                for statement in SESSION_SETTINGS:
+                for statement in self._read_session_settings():
                     cur.execute(statement)
         except adbc_driver_manager.Error as exc:
             conn.close()
             raise self._unavailable(exc) from None
         return conn
+
+    def _read_session_settings(self) -> tuple[str, ...]:
+        """What every new read connection runs first (a subclass adds to it: it may run
+        on the thread that opens the connection during ``__init__``)."""
+        return SESSION_SETTINGS
 
     def _drop_adbc(self) -> None:
         conn, self._conn, self._reader = self._conn, None, None
