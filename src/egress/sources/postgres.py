@@ -14,6 +14,7 @@ import contextlib
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -106,28 +107,19 @@ class PostgresSource:
         self._catalog_lock = threading.RLock()
         # both connections wait on the server (a backend starts, the driver loads the
         # types, ~50 ms each): the read connection opens on a thread meanwhile
-        opening: list[Any] = []
-
-        def open_reads() -> None:
+        with ThreadPoolExecutor(1, thread_name_prefix="egress-pg-connect") as pool:
+            reads = pool.submit(self._open_adbc)
             try:
-                opening.append(self._open_adbc())
-            except BaseException as exc:  # raised below, on the caller's thread
-                opening.append(exc)
-
-        thread = threading.Thread(target=open_reads, name="egress-pg-connect", daemon=True)
-        thread.start()
+                self._catalog_conn()
+            except BaseException:
+                with contextlib.suppress(BaseException):  # the catalog's error is raised
+                    _close_quietly(reads.result())
+                raise
         try:
-            self._catalog_conn()
+            self._conn = reads.result()
         except BaseException:
-            thread.join()
-            if opening and not isinstance(opening[0], BaseException):
-                _close_quietly(opening[0])
-            raise
-        thread.join()
-        if isinstance(opening[0], BaseException):
             self.close()
-            raise opening[0]
-        self._conn = opening[0]
+            raise
 
     # --- connections ------------------------------------------------------------------
 
