@@ -107,6 +107,43 @@ def test_the_export_compression_picks_the_codec(compression: str, codec: str) ->
     assert {meta.row_group(i).column(0).compression for i in range(2)} == {codec}
 
 
+def page_rows(data: bytes, column: int = 0) -> list[int]:
+    """The values of each data page of ``column`` in the file's first row group."""
+    from thriftpy2.protocol import TCompactProtocol
+    from thriftpy2.transport import TMemoryBuffer
+
+    from egress.formats.parquet_footer import _thrift
+
+    chunk = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0).column(column)
+    at = chunk.data_page_offset
+    end, pages = at + chunk.total_compressed_size, []
+    while at < end:
+        buffer = TMemoryBuffer(data[at:at + 4096])
+        header = _thrift().PageHeader()
+        header.read(TCompactProtocol(buffer))
+        pages.append(header.data_page_header.num_values)
+        at += 4096 - len(buffer.read(4096)) + header.compressed_page_size
+    return pages
+
+
+def test_pages_end_where_the_task_says() -> None:
+    rows = [[batch(50_000)]]
+    # a task planned before page bounds were recorded: Arrow's pages of 20,000 rows
+    assert page_rows(encode(ParquetFormat("zstd"), rows)) == [20_000, 20_000, 10_000]
+    # a task planned now: pages of up to 3 MiB, however many rows (400 kB of ids here)
+    planned = ParquetFormat("zstd", page_bytes=3 * 2**20, page_rows=1_000_000)
+    assert page_rows(encode(planned, rows)) == [50_000]
+    small = ParquetFormat("zstd", page_bytes=100_000, page_rows=1_000_000)
+    assert len(page_rows(encode(small, rows))) == 4  # 100 kB: 12,500 ids a page
+    assert pq.read_table(io.BytesIO(encode(planned, rows))).equals(
+        pq.read_table(io.BytesIO(encode(ParquetFormat("zstd"), rows))))
+
+
+def test_bad_page_bounds_are_refused() -> None:
+    with pytest.raises(ValueError, match="page_bytes and page_rows must be positive"):
+        ParquetFormat(page_rows=0)
+
+
 def test_an_unknown_codec_is_refused_with_the_known_ones() -> None:
     with pytest.raises(ValueError, match="known: none, gzip, zstd, snappy"):
         ParquetFormat("lz4")
