@@ -219,6 +219,29 @@ def test_a_long_run_of_nulls_before_the_first_value(tmp_path: Path, opened: list
     assert last == {"id": 40_000, "r": 2.5, "d": dt.date(2024, 1, 1)}
 
 
+@pytest.mark.parametrize(("declared", "value", "stored"), [
+    ("INTEGER", 2.5, "the real '2.5'"),
+    ("INTEGER", "abc", "the text 'abc'"),
+    ("REAL", "x" * 100, "the text '" + "x" * 40 + "'"),
+    ("BIGINT", b"\x01\xff", "the blob X'01FF'"),
+], ids=["integer-real", "integer-text", "real-long-text", "bigint-blob"])
+@pytest.mark.parametrize("primary_key", [True, False])
+def test_a_value_past_the_drivers_first_rows_that_does_not_fit_is_named(
+    tmp_path: Path, opened: list[SqliteSource], declared: str, value: Any, stored: str,
+    primary_key: bool,
+) -> None:
+    # the driver types a column from its first rows and fails the stream on a later value
+    # of another storage class with "Type mismatch", naming no column: egress finds it
+    key = "INTEGER PRIMARY KEY" if primary_key else "INTEGER"
+    rows = [(i, i) for i in range(1, 40_000)] + [(40_000, value)]
+    url = make(tmp_path, f"CREATE TABLE t (id {key}, c {declared});", {"t": rows})
+    s = source_for(opened, url)
+    with pytest.raises(DataError) as caught:
+        read_all(s, s.describe("t"), 100_000)
+    assert (f"cannot read table 't': column 'c': a value cannot be read as {declared}: "
+            f"the row with key (40000,) holds {stored}") in str(caught.value)
+
+
 @pytest.mark.parametrize(("declared", "value", "message"), [
     ("DATE", "not a date", "column 'c': a value cannot be read as DATE"),
     ("DECIMAL(5,2)", "123456", "cannot be read as DECIMAL\\(5,2\\)"),

@@ -118,6 +118,9 @@ class _Plan:
     #: The SQL expression of each key column, in key order.
     key_sql: tuple[str, ...]
     schema: pa.Schema
+    #: (column, declared type, storage classes read) of each column that the full
+    #: selection reads bare (sqlite_types.Mapping.stored)
+    bare: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
 
 class SqliteSource:
@@ -220,8 +223,10 @@ class SqliteSource:
                 each.add(rowid, (("{c}", "0"),), cast_column)
         schema = pa.schema([c.field() for c in columns] + hidden)
         has_fast = any(mappings[c.name].fast is not None for c in columns)
+        bare = tuple((c.name, c.source_type, mappings[c.name].stored)
+                     for c in columns if mappings[c.name].stored)
         self._plans[table] = _Plan(full.selection(), fast.selection() if has_fast else None,
-                                   tuple(key_sql), schema)
+                                   tuple(key_sql), schema, bare)
         estimate = self._estimate(table, [c.name for c in columns])
         return TableInfo(
             name=table,
@@ -285,12 +290,12 @@ class SqliteSource:
             plan = self._plans[table.name]
         return plan
 
-    def _query(
-        self, table: TableInfo, plan: _Plan, selection: _Selection, after: Key | None,
-        predicate: Predicate | None, params: list[object],
+    def _where(
+        self, table: TableInfo, plan: _Plan, after: Key | None, predicate: Predicate | None,
+        params: list[object],
     ) -> str:
-        """The keyset query; appends its parameters but the LIMIT to ``params``, in
-        placeholder order."""
+        """The WHERE clause of the rows past ``after`` that ``predicate`` selects (empty if
+        none); appends its parameters to ``params``, in placeholder order."""
         keys = ", ".join(plan.key_sql)
         conditions = []
         if after is not None:
@@ -321,12 +326,51 @@ class SqliteSource:
             return "?"
 
         conditions += render_conditions(predicate, column, bind, key_range_rendered=True)
-        where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
+        return f"WHERE {' AND '.join(conditions)} " if conditions else ""
+
+    def _query(
+        self, table: TableInfo, plan: _Plan, selection: _Selection, after: Key | None,
+        predicate: Predicate | None, params: list[object],
+    ) -> str:
+        """The keyset query; appends its parameters but the LIMIT to ``params``, in
+        placeholder order."""
+        where = self._where(table, plan, after, predicate, params)
         return (
             f"SELECT 1, {', '.join(selection.dummies)} UNION ALL SELECT * FROM ("
             f"SELECT 0, {', '.join(selection.selects)} FROM {quote_ident(table.name)} "
-            f"{where}ORDER BY {keys} LIMIT ?)"
+            f"{where}ORDER BY {', '.join(plan.key_sql)} LIMIT ?)"
         )
+
+    def _mismatch(
+        self, table: TableInfo, plan: _Plan, after: Key | None, predicate: Predicate | None,
+    ) -> DataError | None:
+        """What the driver's "Type mismatch" was about: the first row past ``after`` with a
+        value its column's bare selection does not read (None if no such row is found)."""
+        for name, declared, stored in plan.bare:
+            params: list[object] = []
+            where = self._where(table, plan, after, predicate, params)
+            column = quote_ident(name)
+            classes = ", ".join(f"'{c}'" for c in ("null", *stored))  # constants, not input
+            where += ("AND " if where else "WHERE ") + f"typeof({column}) NOT IN ({classes}) "
+            try:
+                row = self._catalog.execute(
+                    f"SELECT {', '.join(plan.key_sql)}, typeof({column}), "
+                    f"quote(CASE typeof({column}) WHEN 'blob' THEN substr({column}, 1, 20) "
+                    f"ELSE substr(CAST({column} AS TEXT), 1, 40) END) "
+                    f"FROM {quote_ident(table.name)} "
+                    f"{where}ORDER BY {', '.join(plan.key_sql)} LIMIT 1", params,
+                ).fetchone()
+            except sqlite3.Error:
+                return None
+            if row is not None:
+                *key, kind, text = row
+                return DataError(
+                    f"cannot read table {table.name!r}: column {name!r}: a value cannot be "
+                    f"read as {declared}: the row with key {tuple(key)!r} holds the {kind} "
+                    f"{text} (only {' and '.join(stored)} values and NULLs can be read as "
+                    f"{declared}; a --query can CAST the column)"
+                )
+        return None
 
     def read(
         self, table: TableInfo, after: Key | None, limit: int,
@@ -376,9 +420,13 @@ class SqliteSource:
         # the ADBC driver reports a failed first step as its own Error, a failure while
         # streaming as an OSError from Arrow
         except (OSError, adbc_driver_manager.Error) as exc:
-            if selection is plan.fast and _TYPE_MISMATCH in str(exc):
-                # a value past the driver's first batch of rows that is not a number
-                raise MixedStorage from None
+            if _TYPE_MISMATCH in str(exc):
+                if selection is plan.fast:
+                    # a value past the driver's first batch of rows that is not a number
+                    raise MixedStorage from None
+                found = self._mismatch(table, plan, after, predicate)
+                if found is not None:
+                    raise found from exc
             raise _translate(exc, table) from exc
         finally:
             cur.close()

@@ -137,6 +137,11 @@ class Mapping:
     #: calls typeof() or CAST per value, which costs about a fifth of the whole read of
     #: a typical table (docs/benchmarks.md, session 17).
     fast: tuple[str, str, Convert] | None = None
+    #: The storage classes (besides NULL) that the full selection reads, when it is the
+    #: bare column: the driver fails a stream on another one past its first rows, with
+    #: an error that names no column (``SqliteSource`` then looks for the row). Empty:
+    #: every class is read.
+    stored: tuple[str, ...] = ()
 
 
 def _text(arrow_type: pa.DataType, convert: Convert = cast_column, logical: str | None = None
@@ -213,7 +218,7 @@ def map_declared_type(declared: str) -> Mapping:
              "ELSE CAST({c} AS TEXT) END", "''"),
         ), fast=("{c}", "0.0", _fast_bool))
     if "INT" in t:
-        return Mapping(pa.int64(), (("{c}", "0"),), exact_key=True)
+        return Mapping(pa.int64(), (("{c}", "0"),), exact_key=True, stored=("integer",))
     if t in ("JSON", "JSONB"):
         return Mapping(pa.string(), (("json({c})", "''"),), logical_type="json")
     if t == "DATE":
@@ -230,7 +235,8 @@ def map_declared_type(declared: str) -> Mapping:
     if "BLOB" in t:
         return Mapping(pa.binary(), (("CAST({c} AS BLOB)", "x''"),))
     if any(s in t for s in ("REAL", "FLOA", "DOUB")):
-        return Mapping(pa.float64(), (("{c}", "0.0"),), exact_key=True)
+        return Mapping(pa.float64(), (("{c}", "0.0"),), exact_key=True,
+                       stored=("integer", "real"))
     if t.startswith(("DECIMAL", "NUMERIC")):
         # Unconstrained or too wide for decimal128: keep the exact text.
         return _split_real(pa.string(), "decimal")
