@@ -20,7 +20,13 @@ Routes:
   JSON text holds no raw control character, so no field is quoted);
 - ``parts``: one COPY per part of ``--part-rows`` rows (``WHERE id > a AND id <= b``),
   ``b`` found first by an index-only ``OFFSET part_rows - 1`` query, the rows of a part
-  from the COPY's command tag, read by ``pgconn.get_copy_data``: what egress builds.
+  from the COPY's command tag, read by ``pgconn.get_copy_data``: what egress builds;
+- ``blocks``: the ``pgconn`` COPY read by asyncpg's ``copy_from_query``, whose protocol
+  (Cython) hands over every CopyData message in its buffer as one bytes object, so no
+  Python step runs per row; the rows of each block are found as numpy counts them: the
+  newlines outside quotes (a quote's parity carried from block to block), whose byte
+  offsets are where parts could be cut. Runs in the DuckDB bench environment's Python
+  (``--blocks-python``), where asyncpg and numpy are installed if missing.
 """
 
 # ruff: noqa: E501  (the child program is one long string)
@@ -35,6 +41,7 @@ import time
 from pathlib import Path
 
 import data
+import tools
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path("/tmp/egress-bench/routes.csv")
@@ -137,6 +144,66 @@ print(f"{rows} {server:.2f} {time.process_time():.2f} {time.perf_counter() - sta
 """
 
 
+BLOCKS = r"""
+import asyncio, os, sys, time
+import asyncpg
+import numpy as np
+def backend_cpu(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+started = time.perf_counter()
+url, out = sys.argv[1], sys.argv[2]
+fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+FIELDS = "id, user_id, created_at, kind, amount, payload, flag"
+state = {"rows": 0, "quotes": 0, "buf": [], "size": 0}
+
+def row_ends(block):
+    # byte offsets just past each row's end in block: the LFs outside quotes
+    a = np.frombuffer(block, np.uint8)
+    quotes = np.flatnonzero(a == 34)
+    lfs = np.flatnonzero(a == 10)
+    outside = ((np.searchsorted(quotes, lfs) + state["quotes"]) & 1) == 0
+    state["quotes"] += len(quotes)
+    return lfs[outside] + 1
+
+async def sink(block):
+    state["rows"] += len(row_ends(block))
+    state["buf"].append(block)
+    state["size"] += len(block)
+    if state["size"] >= 8 << 20:
+        os.write(fd, b"".join(state["buf"])); state["buf"], state["size"] = [], 0
+
+async def main():
+    conn = await asyncpg.connect(url)
+    pid = await conn.fetchval("SELECT pg_backend_pid()")
+    server0 = backend_cpu(pid)
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        await conn.execute("SET LOCAL enable_sort = off")
+        await conn.copy_from_query(f"SELECT {FIELDS} FROM events ORDER BY id",
+                                   output=sink, format="csv", header=True)
+    server = backend_cpu(pid) - server0
+    await conn.close()
+    return server
+
+server = asyncio.run(main())
+if state["buf"]:
+    os.write(fd, b"".join(state["buf"]))
+os.fsync(fd)
+os.close(fd)
+print(f"{state['rows'] - 1} {server:.2f} {time.process_time():.2f} {time.perf_counter() - started:.2f}")
+"""
+
+
+def blocks_python(python: Path) -> Path:
+    """``python`` (a bench virtualenv's), with asyncpg and numpy installed if missing."""
+    probe = [str(python), "-c", "import asyncpg, numpy"]
+    if subprocess.run(probe, capture_output=True).returncode != 0:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "asyncpg", "numpy"],
+                       check=True)
+    return python
+
+
 def timed(argv: list[str]) -> tuple[float, float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
@@ -153,7 +220,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--part-rows", type=int, default=27_000)
     parser.add_argument("--routes", default="iter,pgconn,parts")
+    parser.add_argument("--blocks-python", type=Path,
+                        default=tools.DEFAULT_DUCKDB_ENV / "bin" / "python")
     args = parser.parse_args()
+    routes = args.routes.split(",")
+    if "blocks" in routes:
+        blocks = blocks_python(args.blocks_python)
     sys.path.insert(0, str(ROOT / "tests"))
     from pgserver import running_server  # the tests' throwaway server
 
@@ -166,9 +238,11 @@ def main() -> None:
         for _ in range(args.repeat):
             wall, cpu, _out = timed(psql)
             print(f"psql \\copy: wall {wall:.2f} s, psql CPU {cpu:.2f} s", flush=True)
-            for route in args.routes.split(","):
-                wall, cpu, out = timed([sys.executable, "-c", COMMON, url, str(OUT), route,
-                                        str(args.part_rows)])
+            for route in routes:
+                argv = ([str(blocks), "-c", BLOCKS, url, str(OUT)] if route == "blocks" else
+                        [sys.executable, "-c", COMMON, url, str(OUT), route,
+                         str(args.part_rows)])
+                wall, cpu, out = timed(argv)
                 rows, server_cpu, _cpu, _wall = out.split()
                 print(f"{route:>7}: wall {wall:.2f} s, client CPU {cpu:.2f} s, "
                       f"server backend CPU {server_cpu} s, {rows} rows", flush=True)
