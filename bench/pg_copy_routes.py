@@ -46,24 +46,29 @@ import tools
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path("/tmp/egress-bench/routes.csv")
 
-COMMON = r"""
+# Both child programs start so: argv = url, out file[, …]; the table's CSV goes to fd.
+PRELUDE = r"""
 import os, sys, time
-import psycopg
-from psycopg import pq
 def backend_cpu(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 started = time.perf_counter()
-url, out, route, part_rows = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+url, out = sys.argv[1], sys.argv[2]
 fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+FIELDS = "id, user_id, created_at, kind, amount, payload, flag"
+"""
+
+COMMON = PRELUDE + r"""
+import psycopg
+from psycopg import pq
+route, part_rows = sys.argv[3], int(sys.argv[4])
 conn = psycopg.connect(url, autocommit=True)
 pid = conn.info.backend_pid
 server0 = backend_cpu(pid)
 conn.execute("SET enable_sort = off")  # ORDER BY key by the index, never a sort
 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 rows = 0
-FIELDS = "id, user_id, created_at, kind, amount, payload, flag"
 
 def pump(pgconn, limit_bytes=8 << 20):
     # one COPY's rows, written in blocks of about 8 MiB; returns rows seen
@@ -144,18 +149,10 @@ print(f"{rows} {server:.2f} {time.process_time():.2f} {time.perf_counter() - sta
 """
 
 
-BLOCKS = r"""
-import asyncio, os, sys, time
+BLOCKS = PRELUDE + r"""
+import asyncio
 import asyncpg
 import numpy as np
-def backend_cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-started = time.perf_counter()
-url, out = sys.argv[1], sys.argv[2]
-fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-FIELDS = "id, user_id, created_at, kind, amount, payload, flag"
 state = {"rows": 0, "quotes": 0, "buf": [], "size": 0}
 
 def row_ends(block):
