@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -137,6 +138,50 @@ def test_pages_end_where_the_task_says() -> None:
     assert len(page_rows(encode(small, rows))) == 4  # 100 kB: 12,500 ids a page
     assert pq.read_table(io.BytesIO(encode(planned, rows))).equals(
         pq.read_table(io.BytesIO(encode(ParquetFormat("zstd"), rows))))
+
+
+def test_decimals_are_stored_as_integers_where_the_task_says(tmp_path: Path) -> None:
+    wide = pa.schema([pa.field("small", pa.decimal128(9, 2)),
+                      pa.field("mid", pa.decimal128(18, 4)),
+                      pa.field("big", pa.decimal128(30, 0))])
+    values = [decimal.Decimal(i) / 4 for i in range(-500, 500)]
+    part = pa.record_batch([pa.array(values, wide[0].type), pa.array(values, wide[1].type),
+                            pa.array([v * 4 * 10**20 for v in values], wide[2].type)],
+                           schema=wide)
+
+    def written(fmt: ParquetFormat) -> bytes:
+        enc = fmt.part_encoder(wide, 0, 4)
+        enc.add(part)
+        body = enc.finish()
+        return fmt.header(wide) + body + fmt.footer(wide, part.num_rows, [enc.meta or b""])
+
+    def physical(data: bytes) -> list[str]:
+        chunk = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
+        return [chunk.column(i).physical_type for i in range(3)]
+
+    # a task planned before the layout was recorded: Arrow's fixed-length bytes
+    legacy = written(ParquetFormat("zstd"))
+    assert physical(legacy) == ["FIXED_LEN_BYTE_ARRAY"] * 3
+    # a task planned now: INT32 up to 9 digits, INT64 up to 18, bytes beyond
+    planned = written(ParquetFormat("zstd", decimal_as_integer=True))
+    assert physical(planned) == ["INT32", "INT64", "FIXED_LEN_BYTE_ARRAY"]
+    # the same values and types come back, in pyarrow and in DuckDB
+    table = pq.read_table(io.BytesIO(planned))
+    assert table.schema == wide
+    assert table.equals(pq.read_table(io.BytesIO(legacy)))
+    assert table.column("mid").to_pylist() == values
+    path = tmp_path / "planned.parquet"
+    path.write_bytes(planned)
+    assert duckdb.sql(
+        f"SELECT any_value(typeof(small)), any_value(typeof(mid)), sum(small), min(mid) "
+        f"FROM '{path}'"
+    ).fetchall() == [("DECIMAL(9,2)", "DECIMAL(18,4)", decimal.Decimal("-125.00"),
+                      decimal.Decimal("-125.0000"))]
+
+
+def test_a_decimal_layout_that_is_not_a_flag_is_refused() -> None:
+    with pytest.raises(ValueError, match="decimal_as_integer must be true or false, not 'yes'"):
+        ParquetFormat(decimal_as_integer="yes")  # type: ignore[arg-type]
 
 
 def test_bad_page_bounds_are_refused() -> None:

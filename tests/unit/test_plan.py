@@ -54,12 +54,12 @@ def test_format_options_are_completed(source: SqliteSource) -> None:
     sql = plan_task(source, info, format="sql", part_rows=1)
     assert sql.format_options == {"dialect": "sqlite", "table": "odd name", "primary_key": ["k"]}
     parquet = plan_task(source, info, format="parquet", compression="zstd", part_rows=1)
-    # the page bounds are recorded: a resume by a later version writes pages alike
+    # the layout is recorded: a resume by a later version writes its parts alike
     assert parquet.format_options == {"compression": "zstd", "page_bytes": 3 * 2**20,
-                                      "page_rows": 1_000_000}
+                                      "page_rows": 1_000_000, "decimal_as_integer": True}
     plain = plan_task(source, info, format="parquet", compression="none", part_rows=1)
     assert plain.format_options == {"compression": "none", "page_bytes": 2**20,
-                                    "page_rows": 1_000_000}
+                                    "page_rows": 1_000_000, "decimal_as_integer": True}
     csv = plan_task(source, info, format="csv", part_rows=1, options={"delimiter": ";"})
     assert csv.format_options == {"delimiter": ";"}
 

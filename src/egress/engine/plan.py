@@ -16,7 +16,7 @@ from egress.engine.selection import selected_schema
 from egress.engine.sizes import SizeLimits, check_batch
 from egress.exceptions import ConfigError
 from egress.formats import get_compression, make_format, resolve_compression
-from egress.formats.parquet import planned_options as parquet_page_options
+from egress.formats.parquet import planned_options as parquet_layout
 from egress.sources.base import Source, TableInfo
 
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
@@ -37,7 +37,7 @@ def format_options(
         opts.setdefault("primary_key", list(table.primary_key))
     if fmt == "parquet":
         opts.setdefault("compression", compression)
-        for name, value in parquet_page_options(opts["compression"]).items():
+        for name, value in parquet_layout(opts["compression"]).items():
             opts.setdefault(name, value)
     if fmt == "csv":
         opts.setdefault("delimiter", ",")
