@@ -58,8 +58,9 @@ def test_format_options_are_completed(source: SqliteSource) -> None:
     assert parquet.format_options == {"compression": "zstd", "page_bytes": 3 * 2**20,
                                       "page_rows": 1_000_000, "decimal_as_integer": True}
     plain = plan_task(source, info, format="parquet", compression="none", part_rows=1)
+    # uncompressed, a decimal(p<=18) stays in its fixed-length bytes: fewer than an INT64
     assert plain.format_options == {"compression": "none", "page_bytes": 2**20,
-                                    "page_rows": 1_000_000, "decimal_as_integer": True}
+                                    "page_rows": 1_000_000, "decimal_as_integer": False}
     csv = plan_task(source, info, format="csv", part_rows=1, options={"delimiter": ";"})
     assert csv.format_options == {"delimiter": ";"}
 
