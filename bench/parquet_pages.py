@@ -52,6 +52,9 @@ def main() -> int:
     parser.add_argument("--pages", default="legacy,2MiB,3MiB,4MiB,chunk")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/egress-bench"))
     parser.add_argument("--duckdb", action="store_true")
+    parser.add_argument("--source", help="a database URL holding the events table instead "
+                        "of the cached SQLite file (e.g. a PostgreSQL database loaded by "
+                        "bench/data.py's load_postgres); --duckdb reads SQLite only")
     args = parser.parse_args()
     sys.path[:0] = [str(HERE)]
     import data
@@ -59,19 +62,20 @@ def main() -> int:
     from measure import compile_egress, measure, output_size
 
     compile_egress()
-    db = data.sqlite_db(args.workdir, args.rows)
+    db = None if args.source else data.sqlite_db(args.workdir, args.rows)
+    source = args.source or f"sqlite:///{db}"
     work = Path(tempfile.mkdtemp(prefix="egress-pages-"))
     child = work / "child.py"
     child.write_text(CHILD)
     try:
-        print(f"{args.rows:,} rows from {db.name}, {args.compression}:")
+        print(f"{args.rows:,} rows from {db.name if db else args.source}, {args.compression}:")
         for case in args.pages.split(","):
             page_bytes, page_rows = bounds(case)
             runs, size = [], 0
             for _ in range(args.runs):
                 out = work / "out"
                 shutil.rmtree(out, ignore_errors=True)
-                m = measure([sys.executable, str(child), f"sqlite:///{db}", str(out),
+                m = measure([sys.executable, str(child), source, str(out),
                              args.compression, str(page_bytes), str(page_rows)])
                 if m.error:
                     print(f"  {case}: {m.error}")
@@ -79,7 +83,7 @@ def main() -> int:
                 size = output_size(out)[0]
                 runs.append(f"{m.seconds:.2f} s / {m.peak_rss_mb:.0f} MB")
             print(f"  {case:>7}: {size:,} bytes; runs (wall / peak RSS): {', '.join(runs)}")
-        if args.duckdb:
+        if args.duckdb and db:
             out = work / "duck.parquet"
             python = tools.ensure_duckdb_env(tools.DEFAULT_DUCKDB_ENV)
             tool = tools.duckdb_tool(python, "sqlite", str(db), "events", out,

@@ -129,9 +129,10 @@ def page_rows(data: bytes, column: int = 0) -> list[int]:
 
 def test_pages_end_where_the_task_says() -> None:
     rows = [[batch(50_000)]]
-    # a task planned before page bounds were recorded: Arrow's pages of 20,000 rows
+    # a task planned before page bounds were recorded, or now: Arrow's pages of 20,000 rows
     assert page_rows(encode(ParquetFormat("zstd"), rows)) == [20_000, 20_000, 10_000]
-    # a task planned now: pages of up to 3 MiB, however many rows (400 kB of ids here)
+    # pages of up to 3 MiB, however many rows (400 kB of ids here), as tasks planned by
+    # 17033bb..aa7d4e7 recorded them
     planned = ParquetFormat("zstd", page_bytes=3 * 2**20, page_rows=1_000_000)
     assert page_rows(encode(planned, rows)) == [50_000]
     small = ParquetFormat("zstd", page_bytes=100_000, page_rows=1_000_000)

@@ -55,8 +55,8 @@ def test_format_options_are_completed(source: SqliteSource) -> None:
     assert sql.format_options == {"dialect": "sqlite", "table": "odd name", "primary_key": ["k"]}
     parquet = plan_task(source, info, format="parquet", compression="zstd", part_rows=1)
     # the layout is recorded: a resume by a later version writes its parts alike
-    assert parquet.format_options == {"compression": "zstd", "page_bytes": 3 * 2**20,
-                                      "page_rows": 1_000_000, "decimal_as_integer": True}
+    assert parquet.format_options == {"compression": "zstd", "page_bytes": 2**20,
+                                      "page_rows": 20_000, "decimal_as_integer": True}
     plain = plan_task(source, info, format="parquet", compression="none", part_rows=1)
     # uncompressed, a decimal(p<=18) stays in its fixed-length bytes: fewer than an INT64
     assert plain.format_options == {"compression": "none", "page_bytes": 2**20,

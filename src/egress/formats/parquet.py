@@ -49,12 +49,14 @@ ROW_GROUP_BYTES_UNCOMPRESSED = 8 * MiB
 ZSTD_LEVEL = 3
 #: A new file starts once a file holds this many bytes (``--max-file-size`` overrides).
 FILE_SIZE = 512 * MiB
-#: Data pages of the tasks planned now, compressed: a page ends at this many encoded
-#: bytes, with no bound on its rows. zstd compresses each page alone, and Arrow's default
-#: pages (1 MiB, at most 20,000 rows) wrote 9 % more than DuckDB, whose page is a whole
-#: column chunk. 3 MiB wrote 17.8 MB for the bench's 1M rows (Arrow's 19.4, DuckDB's
-#: 17.8); 4 MiB took peak RSS past 200 MB (docs/formats.md).
-PAGE_BYTES = 3 * MiB
+#: Data pages of the tasks planned now: Arrow's own bounds, compressed (a page ends at
+#: 1 MiB or 20,000 rows). Pages of 3 MiB with no row bound (recorded in the tasks
+#: planned by commits 17033bb..aa7d4e7) wrote 9 % less on version 1 of the bench table,
+#: whose generated columns repeat at long distances, but only 0.1 % less on version 2
+#: (hashed values), for 10 MB more peak RSS: past 200 MB at 5M rows from SQLite
+#: (docs/benchmarks.md).
+PAGE_BYTES = 1 * MiB
+PAGE_ROWS = 20_000
 #: Uncompressed, a page's size changes the file by 0.02 %; its buffers still cost memory.
 PAGE_BYTES_UNCOMPRESSED = 1 * MiB
 #: The page bounds of a task planned before egress recorded them: Arrow's defaults then.
@@ -75,7 +77,7 @@ def planned_options(codec: str) -> dict[str, int | bool]:
     if codec == "none":
         return {"page_bytes": PAGE_BYTES_UNCOMPRESSED, "page_rows": ROW_GROUP_ROWS,
                 "decimal_as_integer": False}
-    return {"page_bytes": PAGE_BYTES, "page_rows": ROW_GROUP_ROWS, "decimal_as_integer": True}
+    return {"page_bytes": PAGE_BYTES, "page_rows": PAGE_ROWS, "decimal_as_integer": True}
 
 
 class ParquetFormat:
