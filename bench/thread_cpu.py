@@ -1,6 +1,6 @@
 """CPU seconds of each thread of one export, sampled from ``/proc/self/task`` in-process.
 
-    .venv/bin/python bench/thread_cpu.py sqlite:////tmp/egress-bench/events-5000000-v1.db \
+    .venv/bin/python bench/thread_cpu.py sqlite:////tmp/egress-bench/events-5000000-v2.db \
         parquet zstd /tmp/out
     PYTHONPATH=/path/to/other/checkout/src .venv/bin/python bench/thread_cpu.py …  # A/B
 
