@@ -2,9 +2,8 @@
 
 Every value is a function of the row number ``i`` (three 32-bit hashes of it, ``h``,
 ``g`` and ``k``, draw the columns), so both sources hold the same rows and two builds
-are identical. Roughly 310 bytes of CSV a
-row: a payload text of 160-290 characters with quotes, commas, LF, CRLF and unicode
-(5 % NULL), an amount with 25 % NULL.
+are identical. Roughly 310 bytes of CSV a row: a payload text of 160-290 characters
+with quotes, commas, LF, CRLF and unicode (5 % NULL), an amount with 25 % NULL.
 """
 
 from __future__ import annotations
