@@ -401,6 +401,26 @@ def test_read_leaves_no_transaction_open(pg_url: str, source: PostgresSource) ->
     assert fetch(pg_url, state) == [("idle",)]
 
 
+def test_a_rollback_that_fails_is_logged_and_its_connection_replaced(
+    pg_url: str, pg_server: PgServer, source: PostgresSource, caplog: pytest.LogCaptureFixture
+) -> None:
+    run(pg_url, "CREATE TABLE t (id int PRIMARY KEY)",
+        "INSERT INTO t SELECT generate_series(1, 200000)")
+    info = source.describe("t")
+    reader = source.read(info, None, 200000)
+    assert next(reader).num_rows > 0  # the page's query is done: idle in transaction
+    dbname = urlsplit(pg_url).path.lstrip("/")
+    # the timeout makes the call wait until the backend has exited
+    run(pg_server.url, "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+        f"WHERE application_name = 'egress' AND datname = '{dbname}'")
+    with caplog.at_level("WARNING", logger="egress.sources.postgres"):
+        reader.close()  # its ROLLBACK meets a connection the server has ended
+    assert [r.getMessage() for r in caplog.records if "read transaction" in r.getMessage()]
+    assert "the next page opens a new one" in caplog.text
+    assert pg_url.split("@")[0] not in caplog.text  # nothing of the URL's credentials
+    assert len(read_all(source, info, 100000)) == 200000  # on a new connection
+
+
 def test_a_page_arrives_in_batches_of_about_the_hint_not_whole(
         pg_url: str, source: PostgresSource) -> None:
     from egress.sources.postgres import BATCH_HINT_BYTES

@@ -11,6 +11,7 @@ as PostgreSQL compares them. Type mapping: :mod:`egress.sources.pg_types`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -50,6 +51,8 @@ from egress.sources.pg_types import (
 
 if TYPE_CHECKING:
     from egress.sources.pg_copy import CsvCopy
+
+log = logging.getLogger(__name__)
 
 #: Batches handed to the engine hold at most this many rows (slices, no copies).
 BATCH_ROWS = 65536
@@ -524,7 +527,12 @@ class PostgresSource:
             cur = self._conn.cursor()
             cur.execute("ROLLBACK")  # read only: nothing to commit
             cur.close()
-        except adbc_driver_manager.Error:
+        except adbc_driver_manager.Error as exc:
+            # the page's rows had all arrived, so they stand; the next page opens a new
+            # session (a connection whose transaction state is unknown is not reused)
+            detail = (self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__])[0]
+            log.warning("could not end a read transaction on PostgreSQL (%s); its "
+                        "connection is closed and the next page opens a new one", detail)
             self._drop_adbc()
 
     def _translate(self, exc: Exception, sqlstate: str | None, table: str | None
