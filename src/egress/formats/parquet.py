@@ -70,9 +70,9 @@ def planned_options(codec: str) -> dict[str, int | bool]:
 
     Page bounds, and, compressed, decimals of up to 18 digits stored as integers
     (``INT32``/``INT64``, as DuckDB and Spark write them): their high zero bytes compress
-    away and the bench's ``numeric(12,2)`` column took 7 % less under zstd than as
-    fixed-length bytes. Uncompressed, the 6 bytes of a ``decimal(12,2)`` are smaller than
-    an ``INT64``'s 8, so the bytes stay.
+    away: the bench's ``numeric(12,2)`` column took 2.65 MB under zstd, against 2.94 MB as
+    fixed-length bytes (1M rows from PostgreSQL). Uncompressed, the 6 bytes of a
+    ``decimal(12,2)`` are fewer than an ``INT64``'s 8, so the bytes stay.
     """
     if codec == "none":
         return {"page_bytes": PAGE_BYTES_UNCOMPRESSED, "page_rows": ROW_GROUP_ROWS,
