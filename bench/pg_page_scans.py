@@ -22,17 +22,10 @@ Prints each run's server CPU seconds, wall time and bytes; not a test.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import psycopg
-
-
-def backend_cpu(pid: int) -> float:
-    """User + system CPU seconds of a local process."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from api_latency import cpu_seconds as backend_cpu
 
 
 def drain(conn: psycopg.Connection, statement: str) -> int:

@@ -49,20 +49,17 @@ ROW_GROUP_BYTES_UNCOMPRESSED = 8 * MiB
 ZSTD_LEVEL = 3
 #: A new file starts once a file holds this many bytes (``--max-file-size`` overrides).
 FILE_SIZE = 512 * MiB
-#: Data pages of the tasks planned now: Arrow's own bounds, compressed (a page ends at
-#: 1 MiB or 20,000 rows). Pages of 3 MiB with no row bound (recorded in the tasks
-#: planned by commits 17033bb..aa7d4e7) wrote 9 % less on version 1 of the bench table,
-#: whose generated columns repeat at long distances, but only 0.1 % less on version 2
-#: (hashed values), for 10 MB more peak RSS: past 200 MB at 5M rows from SQLite
+#: Arrow's own page bounds: a page ends at 1 MiB or 20,000 rows. A task planned before
+#: egress recorded its pages was written with them (so a resume keeps them), and
+#: compressed tasks planned now record them. Pages of 3 MiB with no row bound (recorded in
+#: the tasks planned by commits 17033bb..aa7d4e7) wrote 9 % less on version 1 of the
+#: bench table, whose generated columns repeat at long distances, but only 0.1 % less on
+#: version 2 (hashed values), for 10 MB more peak RSS: past 200 MB at 5M rows from SQLite
 #: (docs/benchmarks.md).
-PAGE_BYTES = 1 * MiB
-PAGE_ROWS = 20_000
+ARROW_PAGE_BYTES = 1 * MiB
+ARROW_PAGE_ROWS = 20_000
 #: Uncompressed, a page's size changes the file by 0.02 %; its buffers still cost memory.
 PAGE_BYTES_UNCOMPRESSED = 1 * MiB
-#: The page bounds of a task planned before egress recorded them: Arrow's defaults then.
-#: Its remaining parts are written with them, so the resumed file stays byte-identical.
-LEGACY_PAGE_BYTES = 1 * MiB
-LEGACY_PAGE_ROWS = 20_000
 
 
 def planned_options(codec: str) -> dict[str, int | bool]:
@@ -77,7 +74,8 @@ def planned_options(codec: str) -> dict[str, int | bool]:
     if codec == "none":
         return {"page_bytes": PAGE_BYTES_UNCOMPRESSED, "page_rows": ROW_GROUP_ROWS,
                 "decimal_as_integer": False}
-    return {"page_bytes": PAGE_BYTES, "page_rows": PAGE_ROWS, "decimal_as_integer": True}
+    return {"page_bytes": ARROW_PAGE_BYTES, "page_rows": ARROW_PAGE_ROWS,
+            "decimal_as_integer": True}
 
 
 class ParquetFormat:
@@ -91,8 +89,8 @@ class ParquetFormat:
         compression: str = DEFAULT_CODEC,
         row_group_rows: int = ROW_GROUP_ROWS,
         row_group_bytes: int | None = None,
-        page_bytes: int = LEGACY_PAGE_BYTES,
-        page_rows: int = LEGACY_PAGE_ROWS,
+        page_bytes: int = ARROW_PAGE_BYTES,
+        page_rows: int = ARROW_PAGE_ROWS,
         decimal_as_integer: bool = False,
     ) -> None:
         if compression not in CODECS:

@@ -129,10 +129,13 @@ class PostgresSource:
     def _scrub(self, message: str) -> str:
         return scrub(message, self._secrets)
 
+    def _lines(self, exc: Exception) -> list[str]:
+        """A driver error's message lines without secrets; its type's name if it has none."""
+        return self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
+
     def _unavailable(self, exc: Exception) -> SourceError:
-        first = self._scrub(str(exc)).strip().splitlines()[0] if str(exc).strip() else ""
         return connect_error(redact_url(self._url), getattr(exc, "sqlstate", None),
-                             first or type(exc).__name__)
+                             self._lines(exc)[0])
 
     def _catalog_conn(self) -> Any:
         with self._catalog_lock:
@@ -413,8 +416,7 @@ class PostgresSource:
         sqlstate = getattr(exc, "sqlstate", None)
         if self._snapshot is not None and sqlstate in LOST_SQLSTATES:
             snapshot_id, _, coordinator = self._snapshot
-            detail = self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
-            return snapshot_lost(snapshot_id, coordinator, detail[0])
+            return snapshot_lost(snapshot_id, coordinator, self._lines(exc)[0])
         return self._catalog_failure(exc, table.name)[0]
 
     # --- rows -------------------------------------------------------------------------
@@ -501,7 +503,7 @@ class PostgresSource:
         except adbc_driver_manager.Error as exc:
             if getattr(exc, "sqlstate", None) not in LOST_SQLSTATES:
                 raise  # a lost connection, …: translated as any read's error
-            lines = self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
+            lines = self._lines(exc)
             detail = next((ln for ln in lines if "ERROR:" in ln), lines[0])
             raise snapshot_lost(snapshot_id, coordinator,
                                 detail.split("ERROR:", 1)[-1].strip()) from None
@@ -530,15 +532,15 @@ class PostgresSource:
         except adbc_driver_manager.Error as exc:
             # the page's rows had all arrived, so they stand; the next page opens a new
             # session (a connection whose transaction state is unknown is not reused)
-            detail = (self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__])[0]
             log.warning("could not end a read transaction on PostgreSQL (%s); its "
-                        "connection is closed and the next page opens a new one", detail)
+                        "connection is closed and the next page opens a new one",
+                        self._lines(exc)[0])
             self._drop_adbc()
 
     def _translate(self, exc: Exception, sqlstate: str | None, table: str | None
                    ) -> EgressError:
         # the server's message line, without the driver's prefixes and the query text
-        lines = self._scrub(str(exc)).strip().splitlines() or [type(exc).__name__]
+        lines = self._lines(exc)
         detail = next((ln for ln in lines if "ERROR:" in ln or "FATAL:" in ln), lines[0])
         detail = detail.split("ERROR:", 1)[-1].split("FATAL:", 1)[-1].strip()
         what = f"table {table!r}" if table else "the PostgreSQL catalog"
