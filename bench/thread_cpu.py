@@ -58,14 +58,15 @@ def kind(name: str) -> str:
 
 
 def main() -> None:
-    url, fmt, compression, out = sys.argv[1:5]
+    url, fmt, compression, out = sys.argv[1:5]  # fmt ``csvpg``: the postgres CSV dialect
     shutil.rmtree(out, ignore_errors=True)
     seen: dict[str, tuple[str, float]] = {}
     stop = threading.Event()
     sampler = threading.Thread(target=sample, args=(seen, stop), name="sampler", daemon=True)
     sampler.start()
-    egress.export(url, ["events"], to=out, format=fmt,
-                  compression=None if compression == "-" else compression)
+    options = {"csv_dialect": "postgres"} if fmt == "csvpg" else {}
+    egress.export(url, ["events"], to=out, format="csv" if fmt == "csvpg" else fmt,
+                  compression=None if compression == "-" else compression, options=options)
     stop.set()
     sampler.join()
     totals: dict[str, float] = {}

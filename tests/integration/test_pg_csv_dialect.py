@@ -82,7 +82,8 @@ def export(url: str, out: Path, table: str = "kinds", **kw: Any) -> egress.Expor
 
 
 @pytest.mark.parametrize(("compression", "part_rows", "delimiter"),
-                         [("none", 3, ","), ("gzip", 7, "|"), ("zstd", 9, ",")])
+                         [("none", 1, ","), ("none", 3, ","), ("gzip", 7, "|"),
+                          ("zstd", 9, ",")])
 def test_output_is_the_servers_own_csv(
     pg: str, tmp_path: Path, compression: str, part_rows: int, delimiter: str
 ) -> None:

@@ -4,9 +4,9 @@ row by row through libpq (the ``postgres`` CSV dialect, docs/formats.md).
 The server sends one CopyData message per row, so counting messages counts rows and a
 part can end after exactly ``part_rows`` rows without parsing the CSV. Rows are read
 by ``PGconn.get_copy_data`` (libpq's ``PQgetCopyData``, GIL released while it waits) in
-a tight loop and joined into blocks of a few dozen rows at once: a row's bytes object
-dies young and its memory is reused (keeping every row of a part alive until the part
-is joined cost ~1 s of CPU per 1M rows in page faults on the benchmark machine).
+a tight loop and appended to one buffer per part: a row's bytes object dies young and
+its memory is reused (keeping every row of a part alive until the part is joined cost
+~1 s of CPU per 1M rows in page faults on the benchmark machine).
 
 The stream runs in its own REPEATABLE READ READ ONLY transaction on a connection of its
 own. Closing it before the end cancels the COPY, drains what the server had already sent
@@ -27,9 +27,6 @@ from egress.domain.keys import Key
 from egress.exceptions import EgressError, SourceError
 from egress.sources.pg_keyset import ReadPlan, quote_ident
 from egress.sources.pg_types import key_text
-
-#: Rows joined into one block while a part is read (rows are a few hundred bytes).
-_BLOCK_ROWS = 64
 
 
 @dataclass
@@ -69,40 +66,35 @@ class CsvCopy:
 
     def take(self, n: int) -> CopiedRows:
         """The next ``n`` rows (fewer only where the COPY ends)."""
-        if self.ended:
-            return CopiedRows(b"", 0, None, None, True)
+        if self.ended or n <= 0:
+            return CopiedRows(b"", 0, None, None, self.ended)
         get = self._pgconn.get_copy_data
-        blocks: list[bytes] = []
-        rows: list[bytes | memoryview] = []
-        first: bytes | memoryview | None = None
-        last: bytes | memoryview | None = None
-        got = 0
-        while got < n:
-            try:
-                nbytes, data = get(0)
-            except psycopg.Error as exc:  # the connection broke (psycopg raises on -2)
-                self.ended = True
-                raise self._translate(CopyFailed(
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else
-                    type(exc).__name__, getattr(exc, "sqlstate", None))) from None
+        try:
+            nbytes, first = get(0)
             if nbytes <= 0:
                 self._end(nbytes)
-                break
-            rows.append(data)
-            got += 1
-            if len(rows) >= _BLOCK_ROWS:
-                if first is None:
-                    first = rows[0]
-                last = rows[-1]
-                blocks.append(b"".join(rows))
-                rows = []
-        if rows:
-            if first is None:
-                first = rows[0]
-            last = rows[-1]
-            blocks.append(b"".join(rows))
+                return CopiedRows(b"", 0, None, None, True)
+            # Each row is appended to one growing buffer and its bytes object dies at
+            # once: no per-row objects are kept, and the buffer grows by realloc (glibc
+            # moves large blocks with mremap). Joining lists of rows instead cost
+            # ~0.4 µs a row more, mostly in page faults (docs/benchmarks.md, session 20).
+            buffer = bytearray(first)
+            last, got = first, n
+            for i in range(1, n):
+                nbytes, data = get(0)
+                if nbytes <= 0:
+                    got = i
+                    self._end(nbytes)
+                    break
+                buffer += data
+                last = data
+        except psycopg.Error as exc:  # the connection broke (psycopg raises on -2)
+            self.ended = True
+            raise self._translate(CopyFailed(
+                str(exc).strip().splitlines()[0] if str(exc).strip() else
+                type(exc).__name__, getattr(exc, "sqlstate", None))) from None
         self.rows += got
-        return CopiedRows(b"".join(blocks), got, first, last, self.ended)
+        return CopiedRows(bytes(buffer), got, first, last, self.ended)
 
     def _end(self, nbytes: int) -> None:
         self.ended = True
