@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from egress.config import load_settings
@@ -97,6 +98,40 @@ def test_reconciler_aborts_orphaned_uploads_under_the_prefix_only(tmp_path: Path
     client.create_multipart_upload(Bucket=s3.name, Key="other-app/file.bin")
     assert sweep_orphaned_uploads(settings) == 1
     assert [u["Key"] for u in s3.uploads()] == ["other-app/file.bin"]
+
+
+def test_the_sweep_never_aborts_an_upload_of_an_export_still_running(
+    tmp_path: Path, s3
+) -> None:
+    """moto dates every upload 2010, so by age alone all of them are orphans: the sweep
+    must learn from the store which exports may still be using theirs (a slice creates
+    an upload before the commit that records it)."""
+    from egress.worker.reconciler import sweep_orphaned_uploads
+
+    source = make_events_db(tmp_path / "src.db", {"a": 10})
+    settings = _settings(tmp_path, s3.name, source)
+    settings = replace(settings, export=replace(settings.export, orphan_sweep_seconds=0.0))
+    store = SqlJobStore(settings.store_url)
+    try:
+        store.migrate()
+
+        def new_export() -> str:
+            export, _ = create_export(store, settings, ExportRequest(
+                source="main", tables=("a",), format="csv", destination="lake"))
+            return export.id
+
+        running, cancelled = new_export(), new_export()
+        cancel_export(store, "default", cancelled)
+        for export_id in (running, cancelled, "exp_gone"):
+            s3.client.create_multipart_upload(
+                Bucket=s3.name, Key=f"egress/default/{export_id}/a.csv")
+        assert sweep_orphaned_uploads(settings, store=store) == 2
+        assert [u["Key"] for u in s3.uploads()] == [f"egress/default/{running}/a.csv"]
+        # without the store (as before) the age alone decides
+        assert sweep_orphaned_uploads(settings) == 1
+        assert s3.uploads() == []
+    finally:
+        store.close()
 
 
 def test_split_job_to_s3_writes_each_range_in_key_order(tmp_path: Path, s3) -> None:

@@ -512,9 +512,11 @@ class S3Sink:
     def abort_orphaned_uploads(
         self, older_than: float, *, names: Collection[str] | None = None,
         keep: Collection[str] = (), now: dt.datetime | None = None,
+        owned: Callable[[str], bool] | None = None,
     ) -> int:
         """Abort multipart uploads under the prefix started more than ``older_than`` seconds
-        before ``now`` (only those of ``names`` if given), except the upload ids in ``keep``.
+        before ``now`` (only those of ``names`` if given), except the upload ids in ``keep``
+        and the relative names for which ``owned`` says a live export may still use them.
         For the reconciler, and for a one-shot export that has completed every file."""
         keys = {self.key(n) for n in names} if names is not None else None
         cutoff = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(seconds=older_than)
@@ -528,6 +530,8 @@ class S3Sink:
                 if (keys is not None and key not in keys) or upload_id in keep:
                     continue
                 if up["Initiated"] > cutoff:
+                    continue
+                if owned is not None and owned(key[len(prefix):]):
                     continue
                 self.abort_file(key, {"key": key, "upload_id": upload_id})
                 aborted += 1

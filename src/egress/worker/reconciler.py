@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from egress.config import Settings
@@ -31,13 +32,17 @@ class ReconcileReport:
 _last_sweep: dict[str, float] = {}
 
 
-def sweep_orphaned_uploads(settings: Settings, now: float | None = None) -> int:
+def sweep_orphaned_uploads(settings: Settings, now: float | None = None,
+                           store: WorkerStore | None = None) -> int:
     """Abort multipart uploads under each S3 destination's prefix that are older than
     ``orphan_upload_seconds`` (at least the exports' ``max_duration``, so no running
     export can own them): what a crash between CreateMultipartUpload and the checkpoint
-    commit leaves behind. Runs at most once per ``orphan_sweep_seconds``."""
+    commit leaves behind. With ``store``, an upload under the folder of an export that is
+    still queued or running is never aborted, whatever its age says. Runs at most once
+    per ``orphan_sweep_seconds``."""
     now = time.time() if now is None else now
     age = max(settings.export.orphan_upload_seconds, settings.export.max_duration)
+    owned = None if store is None else _owned_by_live_export(store)
     aborted = 0
     for name, dest in settings.destinations.items():
         if dest.get("type") != "s3":
@@ -47,11 +52,33 @@ def sweep_orphaned_uploads(settings: Settings, now: float | None = None) -> int:
         _last_sweep[name] = now
         try:
             sink = sink_from_destination(dest)
-            aborted += sink.abort_orphaned_uploads(age)  # type: ignore[attr-defined]  # S3 sinks only
+            aborted += sink.abort_orphaned_uploads(  # type: ignore[attr-defined]  # S3 only
+                age, owned=owned)
         except Exception as exc:  # the next sweep tries again
             log.warning("orphan upload sweep failed", extra={"destination": name,
                                                              "error": str(exc)})
     return aborted
+
+
+def _owned_by_live_export(store: WorkerStore) -> Callable[[str], bool]:
+    """Whether an upload's name under its destination (``PROJECT/EXPORT_ID/…``, as
+    manager.open_sink lays them out) is in the folder of an export that is not finished.
+    Its slices may have created the upload a moment ago and not recorded it yet, and the
+    upload's start time cannot rule that out: it is the server's clock, not ours, and
+    some servers report none (moto gives every upload one fixed date in 2010)."""
+    live: dict[str, bool] = {}
+
+    def owned(name: str) -> bool:
+        segments = name.split("/")
+        if len(segments) < 3:
+            return False
+        export_id = segments[1]
+        if export_id not in live:
+            export = store.export_get(None, export_id)
+            live[export_id] = export is not None and not export.state.terminal
+        return live[export_id]
+
+    return owned
 
 
 def reconcile_once(store: WorkerStore, settings: Settings,
@@ -96,5 +123,5 @@ def reconcile_once(store: WorkerStore, settings: Settings,
             if store.export_expire(export.id):
                 remove_outputs(store, settings, export)
                 report.expired += 1
-    report.aborted_uploads = sweep_orphaned_uploads(settings)
+    report.aborted_uploads = sweep_orphaned_uploads(settings, store=store)
     return report
