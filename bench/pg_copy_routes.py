@@ -13,6 +13,9 @@ Routes:
   one row, per step through psycopg's generator machinery), one COPY of the whole table;
 - ``pgconn``: the same COPY read by ``pgconn.get_copy_data`` in a tight loop (libpq's
   call, one row per call, no generator), rows counted as messages;
+- ``buffer``: ``pgconn`` with each part's rows (``--part-rows``) appended to one
+  ``bytearray`` and written as one ``bytes``: egress's loop since session 20 (``pgconn``
+  keeps a list of rows and joins it every 8 MiB);
 - ``seq``: ``pgconn`` without ``ORDER BY`` (a sequential scan, as ``psql \\copy`` of
   the table does): what the key order costs the server;
 - ``jsonl``: ``pgconn`` for ``COPY (SELECT row_to_json(e) FROM (…) AS e) TO STDOUT
@@ -87,6 +90,21 @@ def pump(pgconn, limit_bytes=8 << 20):
         os.write(fd, b"".join(buf))
     return n
 
+def pump_parts(pgconn, part_rows):
+    # egress's loop (sources/pg_copy.py): each part's rows appended to one bytearray
+    n, get, ended = 0, pgconn.get_copy_data, False
+    while not ended:
+        buf = bytearray()
+        for _ in range(part_rows):
+            nbytes, chunk = get(0)
+            if nbytes <= 0:
+                ended = True
+                break
+            buf += chunk
+            n += 1
+        os.write(fd, bytes(buf))
+    return n
+
 if route == "iter":
     with conn.cursor().copy(f"COPY (SELECT {FIELDS} FROM events ORDER BY id) TO STDOUT (FORMAT csv, HEADER)") as copy:
         buf, size = [], 0
@@ -96,13 +114,13 @@ if route == "iter":
                 os.write(fd, b"".join(buf)); buf, size = [], 0
         if buf:
             os.write(fd, b"".join(buf))
-elif route in ("pgconn", "seq"):
+elif route in ("pgconn", "seq", "buffer"):
     pgconn = conn.pgconn
-    order = "ORDER BY id" if route == "pgconn" else ""
+    order = "ORDER BY id" if route != "seq" else ""
     pgconn.send_query(f"COPY (SELECT {FIELDS} FROM events {order}) TO STDOUT (FORMAT csv, HEADER)".encode())
     res = pgconn.get_result()
     assert res.status == pq.ExecStatus.COPY_OUT, res.status
-    rows = pump(pgconn)
+    rows = pump(pgconn) if route != "buffer" else pump_parts(pgconn, part_rows)
     res = pgconn.get_result()
     assert res.status == pq.ExecStatus.COMMAND_OK, res.error_message
     while pgconn.get_result() is not None:
