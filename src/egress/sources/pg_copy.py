@@ -74,10 +74,11 @@ class CsvCopy:
             if nbytes <= 0:
                 self._end(nbytes)
                 return CopiedRows(b"", 0, None, None, True)
-            # Each row is appended to one growing buffer and its bytes object dies at
-            # once: no per-row objects are kept, and the buffer grows by realloc (glibc
-            # moves large blocks with mremap). Joining lists of rows instead cost
-            # ~0.4 µs a row more, mostly in page faults (docs/benchmarks.md, session 20).
+            # Each row is appended to one growing buffer and its object (a memoryview of
+            # libpq's copy) dies at once: no per-row objects are kept, and the buffer
+            # grows by realloc (glibc moves large blocks with mremap). Joining lists of
+            # rows instead cost ~0.4 µs a row more, mostly in page faults
+            # (docs/benchmarks.md, session 20).
             buffer = bytearray(first)
             last, got = first, n
             for i in range(1, n):
