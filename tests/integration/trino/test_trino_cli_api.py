@@ -28,7 +28,10 @@ from trinoharness import Warehouse, trino_url
 def egress(*args: str, home: Path, env: Mapping[str, str] | None = None
            ) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("EGRESS_")}
-    full.update({"EGRESS_HOME": str(home), "EGRESS_WORKER_METRICS_PORT": "0", **(env or {})})
+    # a worker at its default nice 10 gets a tenth of a core the suite's other groups
+    # contend for: 20-50 s of start-up in CI (as tests/jobsharness.py says)
+    full.update({"EGRESS_HOME": str(home), "EGRESS_WORKER_METRICS_PORT": "0",
+                 "EGRESS_WORKER_NICE": "0", **(env or {})})
     return subprocess.run([sys.executable, "-m", "egress.cli", *args], env=full,
                           capture_output=True, text=True, timeout=120)
 
