@@ -456,6 +456,13 @@ def open_sink(settings: Settings, export: ExportRecord) -> Sink:
     return sink_from_destination(dest).for_export(check_project(export.project), export.id)
 
 
+def export_id_in(name: str) -> str | None:
+    """The export whose folder holds ``name``, a path under a destination as ``open_sink``
+    lays them out (``PROJECT/EXPORT_ID/FILE``); None for a path outside that layout."""
+    segments = name.split("/")
+    return segments[1] if len(segments) >= 3 and segments[1] else None
+
+
 def remove_outputs(store: WorkerStore, settings: Settings, export: ExportRecord) -> None:
     """Remove every file of an export (cancelled, failed for good, or deleted), and abort
     its multipart uploads."""

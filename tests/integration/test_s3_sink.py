@@ -30,6 +30,7 @@ import egress
 from egress.domain.checkpoint import PartRecord
 from egress.domain.crc import crc32c_base64
 from egress.exceptions import ConfigError, SinkError, SinkUnavailableError, UnknownNameError
+from egress.manager import export_id_in
 from egress.oneshot import discard
 from egress.sinks import open_sink
 from egress.sinks.local import LocalSink
@@ -562,6 +563,10 @@ def test_registry_and_keys(s3: S3Bucket, tmp_path: Path) -> None:
     child = sink.for_export("Acme/../Corp", "exp_1")
     assert child.prefix.startswith("a/b/Acme_.._Corp-") and child.prefix.endswith("/exp_1")
     assert child.prefix.count("/") == 3 and ".." not in child.prefix.split("/")
+    # the reconciler's sweep reads the export back from a name under the destination
+    under_destination = child.key("events/events.csv")[len(sink.prefix) + 1:]
+    assert export_id_in(under_destination) == "exp_1"
+    assert export_id_in("Acme/events.csv") is None and export_id_in("a//b") is None
 
 
 def test_files_written_by_someone_else_are_listed_and_their_footers_read(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from egress.config import Settings
 from egress.domain.jobs import ExportState
-from egress.manager import remove_outputs
+from egress.manager import export_id_in, remove_outputs
 from egress.metrics import STALE_CLAIMS_RESET
 from egress.sinks import sink_from_destination
 from egress.store.base import WorkerStore
@@ -61,18 +61,17 @@ def sweep_orphaned_uploads(settings: Settings, now: float | None = None,
 
 
 def _owned_by_live_export(store: WorkerStore) -> Callable[[str], bool]:
-    """Whether an upload's name under its destination (``PROJECT/EXPORT_ID/…``, as
-    manager.open_sink lays them out) is in the folder of an export that is not finished.
+    """Whether an upload's name under its destination (``manager.export_id_in``) is in
+    the folder of an export that is not finished.
     Its slices may have created the upload a moment ago and not recorded it yet, and the
     upload's start time cannot rule that out: it is the server's clock, not ours, and
     some servers report none (moto gives every upload one fixed date in 2010)."""
     live: dict[str, bool] = {}
 
     def owned(name: str) -> bool:
-        segments = name.split("/")
-        if len(segments) < 3:
+        export_id = export_id_in(name)
+        if export_id is None:
             return False
-        export_id = segments[1]
         if export_id not in live:
             export = store.export_get(None, export_id)
             live[export_id] = export is not None and not export.state.terminal
