@@ -16,6 +16,11 @@ Routes:
 - ``buffer``: ``pgconn`` with each part's rows (``--part-rows``) appended to one
   ``bytearray`` and written as one ``bytes``: egress's loop since session 20 (``pgconn``
   keeps a list of rows and joins it every 8 MiB);
+- ``discard``: ``get_copy_data`` in a loop, nothing kept or written: the floor of any
+  reader in Python on libpq;
+- ``mandated``: ``buffer`` plus what every export must do per part (CRC32C, write and
+  ``fsync``, SHA-256 on threads as egress's committer and hasher): egress without its
+  engine;
 - ``seq``: ``pgconn`` without ``ORDER BY`` (a sequential scan, as ``psql \\copy`` of
   the table does): what the key order costs the server;
 - ``jsonl``: ``pgconn`` for ``COPY (SELECT row_to_json(e) FROM (…) AS e) TO STDOUT
@@ -105,6 +110,46 @@ def pump_parts(pgconn, part_rows):
         os.write(fd, bytes(buf))
     return n
 
+def pump_discard(pgconn):
+    # the floor of any reader in Python on libpq: a call per row, nothing kept or written
+    n, get = 0, pgconn.get_copy_data
+    while get(0)[0] > 0:
+        n += 1
+    return n
+
+def pump_mandated(pgconn, part_rows):
+    # what every export must do, without egress's engine: pump_parts, and on a thread
+    # each a part's CRC32C, write and fsync, and its SHA-256 (as egress's committer and
+    # hashing threads do)
+    import hashlib
+    from concurrent.futures import ThreadPoolExecutor
+    import google_crc32c
+    sha, offset = hashlib.sha256(), 0
+    def commit(data, at):
+        google_crc32c.value(data)
+        os.pwrite(fd, data, at)
+        os.fsync(fd)
+    n, get, ended = 0, pgconn.get_copy_data, False
+    with ThreadPoolExecutor(1) as committer, ThreadPoolExecutor(1) as hasher:
+        pending = []
+        while not ended:
+            buf = bytearray()
+            for _ in range(part_rows):
+                nbytes, chunk = get(0)
+                if nbytes <= 0:
+                    ended = True
+                    break
+                buf += chunk
+                n += 1
+            data = bytes(buf)
+            for f in pending:
+                f.result()  # one part in flight, as egress's committer
+            pending = [committer.submit(commit, data, offset), hasher.submit(sha.update, data)]
+            offset += len(data)
+        for f in pending:
+            f.result()
+    return n
+
 if route == "iter":
     with conn.cursor().copy(f"COPY (SELECT {FIELDS} FROM events ORDER BY id) TO STDOUT (FORMAT csv, HEADER)") as copy:
         buf, size = [], 0
@@ -114,13 +159,18 @@ if route == "iter":
                 os.write(fd, b"".join(buf)); buf, size = [], 0
         if buf:
             os.write(fd, b"".join(buf))
-elif route in ("pgconn", "seq", "buffer"):
+elif route in ("pgconn", "seq", "buffer", "discard", "mandated"):
     pgconn = conn.pgconn
     order = "ORDER BY id" if route != "seq" else ""
     pgconn.send_query(f"COPY (SELECT {FIELDS} FROM events {order}) TO STDOUT (FORMAT csv, HEADER)".encode())
     res = pgconn.get_result()
     assert res.status == pq.ExecStatus.COPY_OUT, res.status
-    rows = pump(pgconn) if route != "buffer" else pump_parts(pgconn, part_rows)
+    if route == "discard":
+        rows = pump_discard(pgconn)
+    elif route == "mandated":
+        rows = pump_mandated(pgconn, part_rows)
+    else:
+        rows = pump(pgconn) if route != "buffer" else pump_parts(pgconn, part_rows)
     res = pgconn.get_result()
     assert res.status == pq.ExecStatus.COMMAND_OK, res.error_message
     while pgconn.get_result() is not None:
