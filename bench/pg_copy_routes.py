@@ -95,11 +95,12 @@ def pump(pgconn, limit_bytes=8 << 20):
         os.write(fd, b"".join(buf))
     return n
 
-def pump_parts(pgconn, part_rows):
-    # egress's loop (sources/pg_copy.py): each part's rows appended to one bytearray
-    n, get, ended = 0, pgconn.get_copy_data, False
+def parts(pgconn, part_rows):
+    # egress's loop (sources/pg_copy.py): each part's rows appended to one bytearray;
+    # yields (part bytes, rows)
+    get, ended = pgconn.get_copy_data, False
     while not ended:
-        buf = bytearray()
+        buf, n = bytearray(), 0
         for _ in range(part_rows):
             nbytes, chunk = get(0)
             if nbytes <= 0:
@@ -107,7 +108,13 @@ def pump_parts(pgconn, part_rows):
                 break
             buf += chunk
             n += 1
-        os.write(fd, bytes(buf))
+        yield bytes(buf), n
+
+def pump_parts(pgconn, part_rows):
+    n = 0
+    for data, rows in parts(pgconn, part_rows):
+        os.write(fd, data)
+        n += rows
     return n
 
 def pump_discard(pgconn):
@@ -124,24 +131,15 @@ def pump_mandated(pgconn, part_rows):
     import hashlib
     from concurrent.futures import ThreadPoolExecutor
     import google_crc32c
-    sha, offset = hashlib.sha256(), 0
+    sha, offset, n = hashlib.sha256(), 0, 0
     def commit(data, at):
         google_crc32c.value(data)
         os.pwrite(fd, data, at)
         os.fsync(fd)
-    n, get, ended = 0, pgconn.get_copy_data, False
     with ThreadPoolExecutor(1) as committer, ThreadPoolExecutor(1) as hasher:
         pending = []
-        while not ended:
-            buf = bytearray()
-            for _ in range(part_rows):
-                nbytes, chunk = get(0)
-                if nbytes <= 0:
-                    ended = True
-                    break
-                buf += chunk
-                n += 1
-            data = bytes(buf)
+        for data, rows in parts(pgconn, part_rows):
+            n += rows
             for f in pending:
                 f.result()  # one part in flight, as egress's committer
             pending = [committer.submit(commit, data, offset), hasher.submit(sha.update, data)]
