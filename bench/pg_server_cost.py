@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 import data
+from api_latency import cpu_seconds  # a process's CPU from /proc
 
 ROOT = Path(__file__).resolve().parent.parent
 ORDERED = "SELECT id, user_id, created_at, kind, amount, payload, flag FROM events ORDER BY id"
@@ -47,24 +48,18 @@ COPIES = {
 }
 
 
-def backend_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def measure(url: str, rounds: int) -> dict[str, list[float]]:
+def measure(url: str, copies: dict[str, str], rounds: int) -> dict[str, list[float]]:
     import psycopg
     from psycopg import pq
 
-    seconds: dict[str, list[float]] = {name: [] for name in COPIES}
+    seconds: dict[str, list[float]] = {name: [] for name in copies}
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SET enable_sort = off")  # as the postgres dialect's session
         pid, pgconn = conn.info.backend_pid, conn.pgconn
         for r in range(rounds):
-            order = list(COPIES.items())
+            order = list(copies.items())
             for name, sql in order if r % 2 == 0 else reversed(order):
-                before = backend_cpu(pid)
+                before = cpu_seconds(pid)
                 pgconn.send_query(sql.encode())
                 result = pgconn.get_result()
                 assert result is not None and result.status == pq.ExecStatus.COPY_OUT, name
@@ -72,7 +67,7 @@ def measure(url: str, rounds: int) -> dict[str, list[float]]:
                     pass
                 while pgconn.get_result() is not None:
                     pass
-                seconds[name].append(backend_cpu(pid) - before)
+                seconds[name].append(cpu_seconds(pid) - before)
     return seconds
 
 
@@ -87,16 +82,15 @@ def main() -> None:
     unknown = chosen - set(COPIES)
     if unknown:
         parser.error(f"unknown COPY {sorted(unknown)}; known: {', '.join(COPIES)}")
-    for name in set(COPIES) - chosen:
-        del COPIES[name]
+    copies = {name: sql for name, sql in COPIES.items() if name in chosen}
     sys.path.insert(0, str(ROOT / "tests"))
     from pgserver import running_server  # the tests' throwaway server
 
     with running_server() as server:
         url = data.load_postgres(server.url, f"bench_{args.rows}", args.rows)
-        measure(url, 1)  # warm the table and its index
+        measure(url, copies, 1)  # warm the table and its index
         print(f"load average {os.getloadavg()}")
-        seconds = measure(url, args.rounds)
+        seconds = measure(url, copies, args.rounds)
         print(f"load average {os.getloadavg()}")
     base = statistics.median(seconds["psql"])
     for name, values in seconds.items():
