@@ -35,8 +35,15 @@ READ_ONLY = "egress_read_only"
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 
-# SQLSTATEs after which the whole transaction can simply run again.
-_RETRY_SQLSTATES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+# SQLSTATEs after which the whole transaction can simply run again. 25P03: the server
+# ended a session idle inside a transaction for PG_IDLE_IN_TRANSACTION_MS (this process
+# stalled: a paused VM, a disk that blocked a page fault) and rolled the transaction back
+# first; the pool replaces the connection it closed.
+_RETRY_SQLSTATES = {
+    "40001",  # serialization_failure
+    "40P01",  # deadlock_detected
+    "25P03",  # idle_in_transaction_session_timeout
+}
 
 
 def normalize_url(url: str) -> sa.URL:

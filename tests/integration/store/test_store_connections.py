@@ -119,6 +119,35 @@ def test_serialization_failure_runs_the_transaction_again(pg_url: str):
 
 
 @pytest.mark.postgres
+def test_a_transaction_the_server_ended_while_this_process_stalled_runs_again(pg_url: str):
+    # The store's sessions end a transaction idle for PG_IDLE_IN_TRANSACTION_MS (so that a
+    # frozen worker holds no lock for ever); the server rolls it back before it closes the
+    # session, so the store runs it again on a new connection instead of failing.
+    store = SqlJobStore(pg_url)
+    try:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE stalled (n integer)")
+        pids: list[int] = []
+
+        def insert(conn: sa.Connection) -> int:
+            pids.append(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+            conn.exec_driver_sql("INSERT INTO stalled VALUES (1)")
+            if len(pids) == 1:  # the first run stalls past a (shortened) idle limit
+                conn.exec_driver_sql("SET LOCAL idle_in_transaction_session_timeout = 100")
+                time.sleep(1.0)
+            conn.exec_driver_sql("INSERT INTO stalled VALUES (2)")
+            return len(pids)
+
+        assert store._tx(insert) == 2
+        assert pids[0] != pids[1]  # the ended session was not reused
+        with store.engine.connect() as conn:  # the first run's insert was rolled back
+            assert conn.exec_driver_sql("SELECT n FROM stalled ORDER BY n").scalars().all() \
+                == [1, 2]
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
 def test_a_pooled_connection_the_server_ended_is_replaced_at_checkout(pg_url: str,
                                                                       export_request):
     # No round trip per checkout (no pool_pre_ping): the pool sees the server's goodbye
