@@ -1,11 +1,14 @@
 """One egress export in a process of its own, for a clean peak RSS: ``egress.export``
 with a progress object that records the time and row count of every committed part.
 
-    python bench/child.py SOURCE_URL TABLE FORMAT COMPRESSION OUT_DIR TIMINGS_JSON [--profile F]
+    python bench/child.py SOURCE_URL TABLE FORMAT COMPRESSION OUT_DIR TIMINGS_JSON \
+        [--profile F] [--no-fsync]
 
 Writes to TIMINGS_JSON ``{"started": [t0, cpu0], "commits": [[t, rows, bytes, cpu], …]}``
 (monotonic seconds and this process's CPU seconds). With ``--profile F`` the export runs
-under cProfile and the stats go to F.
+under cProfile and the stats go to F. ``--no-fsync``: parts and checkpoints are written
+but not flushed to the disk (``egress.export(fsync=False)``; to measure what durability
+costs, bench/durability_cost.py).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def main() -> None:
     for name in ("source", "table", "format", "compression", "out", "timings"):
         parser.add_argument(name)
     parser.add_argument("--profile")
+    parser.add_argument("--no-fsync", action="store_true")
     args = parser.parse_args()
     recorder = CommitRecorder()
     use_system_allocator()  # as the egress CLI and worker do
@@ -58,6 +62,7 @@ def main() -> None:
         egress.export(
             args.source, [args.table], to=args.out, format=fmt,
             compression=args.compression, progress=recorder, options=options,
+            fsync=not args.no_fsync,
         )
 
     if args.profile:

@@ -73,8 +73,12 @@ class LiveServer:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        # timeout_keep_alive: uvicorn closes a connection idle for 5 s by default, and a
+        # client that reuses it at that very moment reads a reset (ECONNRESET): under CI's
+        # load a burst's connections sat idle that long. Clients of a real deployment
+        # retry; a test's requests must not race the server's clock.
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
-                                timeout_graceful_shutdown=5)
+                                timeout_graceful_shutdown=5, timeout_keep_alive=600)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
                                        name="uvicorn", daemon=True)

@@ -162,5 +162,7 @@ def test_kill_and_resume_from_duckdb_is_exactly_once(
         subprocess.run([*cmd, "--resume"], check=True, capture_output=True)
     final = snapshot(out)
     assert set(final) == set(reference)
+    # the reference's rows were checked above; these files are its bytes, in its order
     assert data_files(final) == data_files(reference)
-    check_rows(out, fmt, compression)
+    assert json.loads(final["manifest.json"])["files"] \
+        == json.loads(reference["manifest.json"])["files"]
