@@ -221,6 +221,11 @@ class ApiSettings:
     #: connections, so a burst never opens and closes connections, and opens up to 8 of
     #: them when the API process starts (see docs/benchmarks.md).
     threads: int = 16
+    #: An idle keep-alive connection is closed after this many seconds. Keep it longer
+    #: than the idle timeout of the load balancer or proxy in front (AWS ALB and nginx: 60
+    #: s; Google Cloud's: 600 s): when the server closes a connection first, a request the
+    #: proxy sends on it at that moment fails (a 502). uvicorn's own default is 5 s.
+    keep_alive_seconds: int = 75
 
 
 @dataclass(frozen=True)
@@ -376,6 +381,9 @@ def _check_api(api: ApiSettings) -> ApiSettings:
     if not 1 <= api.threads <= API_THREADS_MAX:
         raise ConfigError(f"bad value for api.threads: {api.threads}; allowed: 1 to "
                           f"{API_THREADS_MAX} (the store keeps a connection per thread)")
+    if api.keep_alive_seconds < 1:
+        raise ConfigError(f"bad value for api.keep_alive_seconds: {api.keep_alive_seconds}; "
+                          "it must be at least 1 (seconds)")
     return api
 
 

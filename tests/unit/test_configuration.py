@@ -95,6 +95,7 @@ def test_the_file_from_egress_config_and_the_environment_over_it(tmp_path: Path)
     ("", {"EGRESS_DESTINATION_LAKE_COLOUR": "red"}, "unknown destination setting"),
     ("", {"EGRESS_ALLOW_SOURCE_URLS": "perhaps"}, "bad value for allow_source_urls"),
     ("worker = 3\n", {}, "[worker] in"),
+    ("[api]\nkeep_alive_seconds = 0\n", {}, "bad value for api.keep_alive_seconds: 0"),
 ])
 def test_bad_configuration_is_refused_by_name(tmp_path: Path, toml: str, env: dict[str, str],
                                               message: str) -> None:

@@ -48,7 +48,8 @@ def serve(home: str | None, host: str, port: int, no_worker: bool, processes: in
     settings = load_settings(home)
     # log_config=None: keep the handlers set up above (one line per event)
     config = uvicorn.Config("egress", host=host, port=port, log_config=None,
-                            access_log=False, log_level=log_level.lower(), proxy_headers=True)
+                            access_log=False, log_level=log_level.lower(), proxy_headers=True,
+                            timeout_keep_alive=settings.api.keep_alive_seconds)
     if processes == 1:
         _serve(settings, config, None, run_worker=not no_worker)
         return

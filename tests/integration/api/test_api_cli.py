@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -154,6 +155,42 @@ def test_serve_processes_share_the_port_and_stop_together(home: Path):
     text = log.read_text()
     assert text.count("worker started") == 1  # the embedded worker runs in one process
     assert text.count("Application startup complete") == 2
+
+
+def _read_response(conn: socket.socket) -> bytes:
+    """One HTTP/1.1 response with a Content-Length (headers and body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        assert chunk, f"connection closed after {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        assert chunk, "connection closed inside a body"
+        body += chunk
+    return head
+
+
+def test_serve_keeps_an_idle_connection_open_past_uvicorns_five_seconds(home: Path):
+    # A load balancer in front keeps idle connections to the server for 60 s or more;
+    # a server that closes one first (uvicorn's default: after 5 s) fails the request
+    # the balancer sends on it at that moment. api.keep_alive_seconds: 75 by default.
+    proc, base = serve_process(home, home / "serve.log", "--no-worker")
+    request = b"GET /healthz HTTP/1.1\r\nHost: egress\r\n\r\n"
+    try:
+        with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])),
+                                      timeout=30) as conn:
+            conn.sendall(request)
+            assert _read_response(conn).startswith(b"HTTP/1.1 200")
+            time.sleep(6)  # idle longer than uvicorn's default keeps a connection
+            conn.sendall(request)
+            assert _read_response(conn).startswith(b"HTTP/1.1 200")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
 
 
 def test_serve_processes_all_stop_when_one_dies(home: Path):
