@@ -87,3 +87,50 @@ def test_an_export_left_unfinalized_is_completed_by_the_reconciler(
     assert {t["table"]: t["rows"] for t in manifest["tables"]} == {"events": 500, "users": 50}
     assert (root / "_SUCCESS").exists()
     assert reconcile_once(store, settings).finalized == 0
+
+
+@pytest.mark.parametrize("tables", [("events",), ("events", "users")])
+def test_the_worker_that_ends_an_export_describes_no_table_twice(
+    settings: Settings, store: SqlJobStore, monkeypatch: pytest.MonkeyPatch,
+    tables: tuple[str, ...],
+) -> None:
+    # Finishing an export needs every table's description; the worker that ran the last
+    # task has its own table's already, and a source (on a production database: a
+    # connection or two) is opened again only for the others, each described once.
+    from egress.worker import finalize as finalize_module
+
+    described: list[str] = []
+    opened = 0
+    real_open = finalize_module.export_source
+
+    def counting_open(*args: object, **kwargs: object) -> object:
+        nonlocal opened
+        opened += 1
+        source = real_open(*args, **kwargs)  # type: ignore[arg-type]
+        real_describe = source.describe
+
+        def describe(table: str) -> object:
+            described.append(table)
+            return real_describe(table)
+
+        source.describe = describe  # type: ignore[method-assign]
+        return source
+
+    monkeypatch.setattr(finalize_module, "export_source", counting_open)
+    export, _ = create_export(store, settings, ExportRequest(source="main", tables=tables),
+                              project="p")
+    runner = TaskRunner(store, settings, threading.Event())
+    for _ in range(20):
+        claimed = store.task_claim("w1", lease_seconds=10, project_cap=10, limit=1)
+        if not claimed:
+            break
+        assert runner.run(claimed[0]) in ("done", "requeued")
+    done = store.export_get("p", export.id)
+    assert done is not None and done.state is ExportState.COMPLETED
+    last = {t.table for t in store.task_list(export.id)} - set(described)
+    assert len(last) == 1  # the last task's table came from its own slice
+    assert sorted(described) == sorted(set(tables) - last)  # the others, once each
+    assert opened == (1 if len(tables) > 1 else 0)
+    manifest = json.loads((export_root(settings, done) / "manifest.json").read_text())
+    rows = {"events": 500, "users": 50}
+    assert {t["table"]: t["rows"] for t in manifest["tables"]} == {t: rows[t] for t in tables}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Mapping
 
 from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint, TaskSpec
@@ -17,14 +18,18 @@ from egress.engine.manifest import (
 from egress.engine.stitch import stitch_results
 from egress.manager import export_source, open_sink
 from egress.redact import redact_url
+from egress.sources.base import TableInfo
 from egress.sources.trino import info_from_columns
 from egress.store.base import WorkerStore
 
 log = logging.getLogger(__name__)
 
 
-def finalize_export(store: WorkerStore, settings: Settings, export_id: str) -> bool:
-    """Idempotent: any worker may call it; only one ``export_complete`` succeeds."""
+def finalize_export(store: WorkerStore, settings: Settings, export_id: str,
+                    described: Mapping[str, TableInfo] | None = None) -> bool:
+    """Idempotent: any worker may call it; only one ``export_complete`` succeeds.
+    ``described``: tables the caller has described already (the worker that ran the last
+    task); the source is opened only for the others, once per table."""
     export = store.export_get(None, export_id)
     if export is None or export.state is not ExportState.RUNNING:
         return False
@@ -33,19 +38,22 @@ def finalize_export(store: WorkerStore, settings: Settings, export_id: str) -> b
         return False
     url = settings.source_url(export.source)
     # a remote engine's tables are described as their result was (no catalog query)
-    source = export_source(settings, export)
-    try:
-        results = [
-            TableResult(
-                TaskSpec.from_json(t.spec or {}),
-                info_from_columns(t.table, t.result_columns) if t.result_columns
-                else source.describe(t.table),
-                Checkpoint.from_json(t.checkpoint or {}),
-            )
-            for t in tasks
-        ]
-    finally:
-        source.close()
+    infos = {t.table: info_from_columns(t.table, t.result_columns)
+             for t in tasks if t.result_columns}
+    infos.update({table: info for table, info in (described or {}).items()
+                  if table not in infos})
+    missing = sorted({t.table for t in tasks} - infos.keys())
+    if missing:
+        source = export_source(settings, export)
+        try:
+            infos.update({table: source.describe(table) for table in missing})
+        finally:
+            source.close()
+    results = [
+        TableResult(TaskSpec.from_json(t.spec or {}), infos[t.table],
+                    Checkpoint.from_json(t.checkpoint or {}))
+        for t in tasks
+    ]
     sink = open_sink(settings, export)
     started = export.started_at or export.created_at
     # a stitched split table's ranges joined into its file (idempotent: a redo after a

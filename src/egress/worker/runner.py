@@ -206,7 +206,9 @@ class TaskRunner:
             if not self.store.task_finish(task.id, token):
                 return self._fenced()
             try:
-                finalize_export(self.store, self.settings, export.id)
+                # the table this slice described: the source is not opened again for it
+                finalize_export(self.store, self.settings, export.id,
+                                described=None if info is None else {task.table: info})
             except Exception as exc:  # the task is done; the reconciler finalizes later
                 log.warning("finalizing failed; the reconciler will retry",
                             extra={"export": export.id, "error": _message(exc)})
