@@ -38,6 +38,16 @@ def store(settings: Settings):
     s.close()
 
 
+def run_every_task(store: SqlJobStore, settings: Settings) -> None:
+    """One worker's runner takes the tasks one at a time until none is left."""
+    runner = TaskRunner(store, settings, threading.Event())
+    for _ in range(20):
+        claimed = store.task_claim("w1", lease_seconds=10, project_cap=10, limit=1)
+        if not claimed:
+            break
+        assert runner.run(claimed[0]) in ("done", "requeued")
+
+
 def test_an_overdue_export_is_failed_with_its_queued_tasks(settings: Settings,
                                                             store: SqlJobStore) -> None:
     quick = dataclasses.replace(settings, export=dataclasses.replace(settings.export,
@@ -67,12 +77,7 @@ def test_an_export_left_unfinalized_is_completed_by_the_reconciler(
         raise RuntimeError("worker died between the last task and the manifest")
 
     monkeypatch.setattr(runner_module, "finalize_export", dies_before_finalizing)
-    runner = TaskRunner(store, settings, threading.Event())
-    for _ in range(20):
-        claimed = store.task_claim("w1", lease_seconds=10, project_cap=10, limit=1)
-        if not claimed:
-            break
-        assert runner.run(claimed[0]) in ("done", "requeued")
+    run_every_task(store, settings)
     assert {t.state for t in store.task_list(export.id)} == {TaskState.DONE}
     stuck = store.export_get("p", export.id)
     assert stuck is not None and stuck.state is ExportState.RUNNING
@@ -119,12 +124,7 @@ def test_the_worker_that_ends_an_export_describes_no_table_twice(
     monkeypatch.setattr(finalize_module, "export_source", counting_open)
     export, _ = create_export(store, settings, ExportRequest(source="main", tables=tables),
                               project="p")
-    runner = TaskRunner(store, settings, threading.Event())
-    for _ in range(20):
-        claimed = store.task_claim("w1", lease_seconds=10, project_cap=10, limit=1)
-        if not claimed:
-            break
-        assert runner.run(claimed[0]) in ("done", "requeued")
+    run_every_task(store, settings)
     done = store.export_get("p", export.id)
     assert done is not None and done.state is ExportState.COMPLETED
     last = {t.table for t in store.task_list(export.id)} - set(described)
