@@ -38,10 +38,9 @@ def finalize_export(store: WorkerStore, settings: Settings, export_id: str,
         return False
     url = settings.source_url(export.source)
     # a remote engine's tables are described as their result was (no catalog query)
-    infos = {t.table: info_from_columns(t.table, t.result_columns)
-             for t in tasks if t.result_columns}
-    infos.update({table: info for table, info in (described or {}).items()
-                  if table not in infos})
+    infos = dict(described or {})
+    infos.update({t.table: info_from_columns(t.table, t.result_columns)
+                  for t in tasks if t.result_columns})
     missing = sorted({t.table for t in tasks} - infos.keys())
     if missing:
         source = export_source(settings, export)
