@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -55,6 +56,21 @@ def store(store_url: str) -> Iterator[SqlJobStore]:
     s = SqlJobStore(store_url)
     yield s
     s.close()
+
+
+@pytest.fixture
+def pass_store_time(store: SqlJobStore) -> Callable[[float], None]:
+    """Wait until the store's clock is past ``moment`` (leases and backoff use that clock).
+
+    Tests give leases and delays windows of seconds, so a loaded machine still does the
+    calls before the deadline, and wait on the clock instead of sleeping a fixed time.
+    """
+    def wait(moment: float) -> None:
+        deadline = time.monotonic() + 60
+        while store.now() <= moment:
+            assert time.monotonic() < deadline, f"store clock never passed {moment}"
+            time.sleep(0.05)
+    return wait
 
 
 MakeExport = Callable[..., tuple[ExportRecord, list[TaskRecord]]]

@@ -92,14 +92,14 @@ def test_requeued_task_waits_behind_ready_ones(store: SqlJobStore, make_export):
     assert _claim_one(store) == ("p", "a")
 
 
-def test_backoff_delays_the_next_claim(store: SqlJobStore, make_export):
+def test_backoff_delays_the_next_claim(store: SqlJobStore, make_export, pass_store_time):
     make_export("p", ("a",))
     a = store.task_claim("w", lease_seconds=30, project_cap=10)[0]
-    store.task_requeue(a.id, a.lease_token, delay=1.0, error="timeout", count_attempt=True)
+    store.task_requeue(a.id, a.lease_token, delay=5.0, error="timeout", count_attempt=True)
     task = store.task_get(a.id)
     assert task.state is TaskState.QUEUED and task.error == "timeout" and task.attempts == 1
     assert store.task_claim("w", lease_seconds=30, project_cap=10) == []
-    time.sleep(1.1)
+    pass_store_time(task.run_after)
     assert [t.id for t in store.task_claim("w", lease_seconds=30, project_cap=10)] == [a.id]
 
 
