@@ -22,6 +22,7 @@ from egress.manager import ExportRequest, create_export
 from egress.store.sql import SqlJobStore
 from egress.worker.loop import Worker
 from jobsharness import write_home
+from peakrss import PEAK_MIB_EXPRESSION
 
 MiB = 1024 * 1024
 
@@ -41,14 +42,14 @@ def _db(path: Path, big_bytes: int) -> str:
 def test_a_300_mb_value_fails_the_export_with_bounded_memory(tmp_path: Path) -> None:
     source = _db(tmp_path / "big.db", 300 * MiB)
     script = f"""
-import json, resource, egress
+import json, egress
 try:
     egress.export({source!r}, ["docs"], to={str(tmp_path / 'out')!r}, format="jsonl")
     error = None
 except Exception as exc:
     error = [type(exc).__name__, str(exc)]
 print(json.dumps({{"error": error,
-                   "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+                   "peak_mib": {PEAK_MIB_EXPRESSION}}}))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)
