@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from egress.cli.demo_data import build_demo_db
+from progresswatch import StateRows
 
 pytestmark = pytest.mark.slow
 
@@ -123,20 +124,13 @@ def wait_until_open(proc: subprocess.Popen[str], path: Path, timeout: float = 60
         time.sleep(0.002)
 
 
-def committed_rows(out: Path) -> int:
-    try:
-        state = json.loads((out / ".egress" / "state.json").read_text())
-    except (OSError, ValueError):
-        return -1  # not written yet (or just removed at the end)
-    return sum(t["checkpoint"]["rows"] for t in state["tasks"].values())
-
-
 def wait_for_commit(proc: subprocess.Popen[str], out: Path, timeout: float = 60) -> None:
     """Until the process has committed a part of its own: every such round makes progress."""
-    before = committed_rows(out)
+    committed = StateRows(out)
+    before = committed()
     deadline = time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline:
-        if committed_rows(out) > before:
+        if committed() > before:
             return
         time.sleep(0.003)
 

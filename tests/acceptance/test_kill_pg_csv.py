@@ -10,7 +10,6 @@ egress's own formats on SQLite).
 from __future__ import annotations
 
 import gzip
-import json
 import random
 import shutil
 import signal
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from test_kill import wait_for_commit
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -32,24 +32,6 @@ ROWS = 60_000
 def snapshot(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
             if p.is_file() and p.relative_to(out).parts[0] != ".egress"}
-
-
-def committed_rows(out: Path) -> int:
-    try:
-        state = json.loads((out / ".egress" / "state.json").read_text())
-    except (OSError, ValueError):
-        return -1
-    return sum(t["checkpoint"]["rows"] for t in state["tasks"].values())
-
-
-def wait_for_commit(proc: subprocess.Popen[str], out: Path, timeout: float = 60) -> None:
-    """Until the process has committed a part of its own: every round makes progress."""
-    before = committed_rows(out)
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and time.monotonic() < deadline:
-        if committed_rows(out) > before:
-            return
-        time.sleep(0.003)
 
 
 @pytest.mark.parametrize("compression", ["gzip", "none"])

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 import egress
+from progresswatch import MatchingLines
 from s3server import TEST_MIN_PART, S3Bucket
 
 pytestmark = pytest.mark.slow
@@ -128,17 +129,11 @@ def check_parquet(objects: dict[str, bytes], work: Path) -> None:
     assert sum(f["rows"] for f in events) == 3000
 
 
-def _stored_lines(log: Path) -> int:
-    try:
-        return sum(1 for line in log.read_text().splitlines() if _STORED.match(line))
-    except FileNotFoundError:
-        return 0
-
-
 def _run_child(cmd: list[str], log: Path, rnd: random.Random | None) -> bool:
     """One run of the child, killed as ``rnd`` decides (never without one); True if it
     was killed, False if it finished."""
-    before = _stored_lines(log)
+    stored = MatchingLines(log, _STORED)
+    before = stored()
     errors = log.with_suffix(".err")
     with open(errors, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -151,7 +146,7 @@ def _run_child(cmd: list[str], log: Path, rnd: random.Random | None) -> bool:
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
         if (at is not None and time.monotonic() >= at) or (
-            after_parts is not None and _stored_lines(log) - before >= after_parts
+            after_parts is not None and stored() - before >= after_parts
         ):
             time.sleep(rnd.uniform(0, 0.04) if rnd else 0)
             proc.send_signal(signal.SIGKILL)
