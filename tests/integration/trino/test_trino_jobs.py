@@ -20,6 +20,7 @@ from egress.manager import ExportRequest, cancel_export, create_export, export_r
 from egress.store.sql import SqlJobStore
 from egress.worker.loop import Worker
 from egress.worker.runner import TaskRunner
+from jobsharness import wait_until
 from trino_protocol import EngineError, QueryPlan, TrinoProtocolServer
 from trinoharness import SCALE, Warehouse, rows
 
@@ -351,9 +352,9 @@ def test_the_reconciler_resets_a_claim_never_submitted_but_never_a_submitted_tas
     from egress.worker.reconciler import reconcile_once
 
     quick = dataclasses.replace(settings, remote=dataclasses.replace(
-        # 3 s: the claims, a submit and a reconcile pass come first (a loaded CI machine
+        # 6 s: the claims, a submit and a reconcile pass come first (a loaded CI machine
         # once took more than the 0.3 s this was, and the "not yet" check failed)
-        settings.remote, claimed_reset_seconds=3.0, unpolled_lookup_seconds=3600))
+        settings.remote, claimed_reset_seconds=6.0, unpolled_lookup_seconds=3600))
     trino.plan_for(r'"items"', QueryPlan(queued_polls=10_000))
     stuck_id = create(store, quick, "orders")
     polled_id = create(store, quick, "items")
@@ -363,9 +364,9 @@ def test_the_reconciler_resets_a_claim_never_submitted_but_never_a_submitted_tas
     [submitting] = store.task_claim("w", lease_seconds=3600, project_cap=4, limit=1)
     assert runner.run(submitting) == "submitted"
     before = STALE_CLAIMS_RESET._value.get()
-    assert reconcile_once(store, quick).rescued == 0  # not yet 3 s
-    time.sleep(3.1)
-    assert reconcile_once(store, quick).rescued == 1
+    assert reconcile_once(store, quick).rescued == 0  # not yet 6 s
+    time.sleep(6.0)
+    assert wait_until(lambda: reconcile_once(store, quick).rescued == 1, 30, every=0.2)
     assert STALE_CLAIMS_RESET._value.get() == before + 1
     assert store.task_list(stuck_id)[0].state is TaskState.QUEUED
     assert store.task_list(polled_id)[0].state is TaskState.SUBMITTED  # left alone
