@@ -12,6 +12,7 @@ from egress.domain.jobs import ExportState, TaskState
 from egress.exceptions import IdempotencyConflictError
 from egress.store.schema import deliveries
 from egress.store.sql import SqlJobStore
+from jobsharness import wait_until
 
 
 def test_create_stores_export_and_tasks_with_database_times(store: SqlJobStore, export_request):
@@ -294,13 +295,15 @@ def test_finalizable_and_complete(store: SqlJobStore, make_export):
 
 
 def test_overdue_exports_are_listed_until_they_end(store: SqlJobStore, make_export):
-    # Generous: creating three exports on a loaded PostgreSQL took longer than 0.2 s in CI.
-    slow, _ = make_export("p", max_duration=2.0)
+    # Seconds: creating three exports on a loaded PostgreSQL took longer than 0.2 s in
+    # CI, and a stall of over a second between two calls has been seen there too.
+    slow, _ = make_export("p", max_duration=6.0)
     make_export("p", max_duration=3600)
     make_export("p")
     assert store.export_list_overdue() == []
-    time.sleep(2.1)
-    assert [e.id for e in store.export_list_overdue()] == [slow.id]
+    time.sleep(5.5)
+    assert wait_until(lambda: [e.id for e in store.export_list_overdue()] == [slow.id], 30,
+                      every=0.1)
     store.export_fail(slow.id, "overdue")
     assert store.export_list_overdue() == []
     store.export_retry("p", slow.id)  # a retry gets the full duration again
