@@ -24,19 +24,16 @@ class StateRows:
 
     def __call__(self) -> int:
         try:
-            st = os.stat(self._path)
-        except OSError:
-            self._seen, self._rows = None, -1  # not written yet (or removed at the end)
-            return -1
-        # written by a rename: a new inode, or at least a new change time or size
-        seen = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        if seen != self._seen:
-            try:
-                state = json.loads(self._path.read_text())
-            except (OSError, ValueError):
-                return self._rows  # replaced meanwhile: read at the next call
-            self._seen = seen
-            self._rows = sum(t["checkpoint"]["rows"] for t in state["tasks"].values())
+            with open(self._path, "rb") as f:
+                # egress replaces the file by a rename: a new inode each time
+                st = os.fstat(f.fileno())
+                seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+                if seen != self._seen:
+                    state = json.loads(f.read())
+                    self._seen = seen
+                    self._rows = sum(t["checkpoint"]["rows"] for t in state["tasks"].values())
+        except FileNotFoundError:  # not written yet (or removed at the end)
+            self._seen, self._rows = None, -1
         return self._rows
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
 from egress.store.sql import SqlJobStore
+from jobsharness import wait_until
 from pgserver import PgServer
 
 _databases = itertools.count()
@@ -66,10 +66,8 @@ def pass_store_time(store: SqlJobStore) -> Callable[[float], None]:
     calls before the deadline, and wait on the clock instead of sleeping a fixed time.
     """
     def wait(moment: float) -> None:
-        deadline = time.monotonic() + 60
-        while store.now() <= moment:
-            assert time.monotonic() < deadline, f"store clock never passed {moment}"
-            time.sleep(0.05)
+        assert wait_until(lambda: store.now() > moment, 60, every=0.05), (
+            f"store clock never passed {moment}")
     return wait
 
 
