@@ -37,14 +37,36 @@ PART_ROWS = 300
 KILLS = 30
 
 
+# about a million rows in 300-row parts (~3,300 commits): long enough for well over KILLS
+# kills 0.5–1.2 s apart (an unloaded machine finishes PostgreSQL's in ~45 s: at 1–2 s
+# apart that was 27 kills), short enough for CI (it was 2.5M rows: 6–8 min)
+SIZES = {f"t{i:02d}": n for i, n in enumerate(
+    random.Random("chaos-tables").randint(20_000, 80_000) for _ in range(20))}
+
+
+def table_format(i: int) -> tuple[str, str]:
+    return FORMATS[i % len(FORMATS)]
+
+
+@pytest.fixture(scope="module")
+def chaos_source(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, dict[str, str]]]:
+    """The source both stores' runs export, and the files an uninterrupted in-process run
+    of each table's plan writes (made once: ~30 CPU seconds, a tenth of a run)."""
+    tmp = tmp_path_factory.mktemp("chaos-source")
+    source = make_events_db(tmp / "source.db", SIZES)
+    references = {}
+    for i, table in enumerate(SIZES):
+        fmt, comp = table_format(i)
+        references[table] = reference_outputs(source, table, fmt, comp, PART_ROWS,
+                                              tmp / "ref" / table)
+    return source, references
+
+
 @pytest.mark.parametrize("store_kind,workers", [("postgresql", 3), ("sqlite", 2)])
-def test_chaos_kills_keep_outputs_exact(store_kind, workers, tmp_path: Path, pg_server) -> None:
+def test_chaos_kills_keep_outputs_exact(store_kind, workers, tmp_path: Path, pg_server,
+                                        chaos_source) -> None:
     rng = random.Random(f"chaos-{store_kind}")
-    # about a million rows in 300-row parts (~3,300 commits): long enough for well over
-    # KILLS kills 0.5–1.2 s apart (an unloaded machine finishes PostgreSQL's in ~45 s:
-    # at 1–2 s apart that was 27 kills), short enough for CI (it was 2.5M rows: 6–8 min)
-    sizes = {f"t{i:02d}": rng.randint(20_000, 80_000) for i in range(20)}
-    source = make_events_db(tmp_path / "source.db", sizes)
+    source, references = chaos_source
     if store_kind == "postgresql":
         store_url = pg_server.create_database(f"chaos_{rng.randrange(10**9)}")
     else:
@@ -61,16 +83,16 @@ def test_chaos_kills_keep_outputs_exact(store_kind, workers, tmp_path: Path, pg_
     )
     store = SqlJobStore(store_url)
     try:
-        _run_chaos(store, store_kind, workers, tmp_path, source, sizes, settings, rng)
+        _run_chaos(store, store_kind, workers, tmp_path, references, settings, rng)
     finally:
         store.close()
 
 
-def _run_chaos(store, store_kind, workers, tmp_path, source, sizes, settings, rng) -> None:
+def _run_chaos(store, store_kind, workers, tmp_path, references, settings, rng) -> None:
     store.migrate()
     exports = []
-    for i, table in enumerate(sizes):
-        fmt, comp = FORMATS[i % len(FORMATS)]
+    for i, table in enumerate(SIZES):
+        fmt, comp = table_format(i)
         request = ExportRequest(source="main", tables=(table,), format=fmt, compression=comp,
                                 options={"part_rows": PART_ROWS})
         exports.append(create_export(store, settings, request)[0])
@@ -100,10 +122,6 @@ def _run_chaos(store, store_kind, workers, tmp_path, source, sizes, settings, rn
     for export in exports:
         final = store.export_get(None, export.id)
         assert final is not None and final.state is ExportState.COMPLETED, final
-        fmt, comp = export.format, export.compression
-        expected = reference_outputs(
-            source, export.tables[0], fmt, comp, PART_ROWS, tmp_path / "ref" / export.id
-        )
-        assert export_outputs(settings, export) == expected, export.id
+        assert export_outputs(settings, export) == references[export.tables[0]], export.id
     problems = check_leases(store.lease_events())
     assert problems == []
