@@ -8,13 +8,19 @@ sessions 21-23), so this times the one thing a reader does: the bench's ``events
 runs in a fresh process, in turns, and reports the CPU seconds of the reading thread and of
 the whole process after its imports:
 
-- ``adbc``: the ADBC SQLite driver, as egress reads (its own venv);
+- ``adbc``: the ADBC SQLite driver, the table in one query (egress's venv);
+- ``adbc-pages``: the same driver as egress reads a table: keyset pages of 27,000 rows,
+  each query led by a marker row that fixes the column types (``SELECT 1, 0, '', …
+  UNION ALL SELECT * FROM (SELECT 0, … ORDER BY id LIMIT ?)``, sources/sqlite.py);
+- ``adbc-bare``: the same pages without the marker row (the driver then infers each
+  column's type from a page's first batch of rows, which an all-NULL start gets wrong);
 - ``connectorx``: ``read_sql(…, return_type="arrow_stream")`` (Rust, rusqlite);
 - ``duckdb``: DuckDB's sqlite scanner, one thread, ``fetch_record_batch``.
 
 connectorx and DuckDB come from the bench's DuckDB virtualenv (bench/tools.py). The
-``amount`` column is left out for all three: connectorx types a column by its first row's
-value and refuses the table's first row, whose ``amount`` is NULL.
+``amount`` column is left out of the whole-table reads: connectorx types a column by its
+first row's value and refuses the table's first row, whose ``amount`` is NULL. The page
+readers read every column, as egress does.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ import tools
 
 COLUMNS = "id, user_id, created_at, kind, payload, flag"
 QUERY = f"SELECT {COLUMNS} FROM events ORDER BY id"
+#: the pages read every column, as egress's query does (amount too)
+PAGE_COLUMNS = "id, user_id, CAST(created_at AS TEXT), kind, amount, payload, flag"
+PAGE = f"SELECT {PAGE_COLUMNS} FROM events WHERE id > ? ORDER BY id LIMIT ?"
+MARKED = (f"SELECT 1, 0, 0, '', '', 0.0, '', 0 UNION ALL SELECT * FROM (SELECT 0, "
+          f"{PAGE_COLUMNS} FROM events WHERE id > ? ORDER BY id LIMIT ?)")
 
 _READER = """
 import glob, os, resource, sys, time
@@ -41,6 +52,23 @@ if kind == "adbc":
     def batches():
         cur.execute(query)
         return cur.fetch_record_batch()
+elif kind.startswith("adbc-"):
+    import adbc_driver_sqlite.dbapi as adbc
+    conn = adbc.connect(f"file:{path}?mode=ro")
+    marked = kind == "adbc-pages"
+    def batches():
+        after, page = -1, 27_000
+        while True:
+            with conn.cursor() as cur:
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": "16384"})
+                cur.execute(query, parameters=(after, page))
+                got = [b for b in cur.fetch_record_batch() if b.num_rows]
+            if marked:
+                got[0] = got[0].slice(1)
+            yield from got
+            if sum(b.num_rows for b in got) < page:
+                return
+            after = got[-1].column(int(marked))[-1].as_py()
 elif kind == "connectorx":
     import connectorx
     def batches():
@@ -76,12 +104,14 @@ def main() -> None:
     args = parser.parse_args()
     path = data.sqlite_db(args.workdir, args.rows)
     other = tools.ensure_duckdb_env(args.duckdb_env)
-    pythons = {"adbc": Path(sys.executable), "connectorx": other, "duckdb": other}
+    readers = {"adbc": (Path(sys.executable), QUERY), "adbc-pages": (Path(sys.executable), MARKED),
+               "adbc-bare": (Path(sys.executable), PAGE), "connectorx": (other, QUERY),
+               "duckdb": (other, QUERY)}
     print(f"{args.rows:,} rows of {path.name}, {COLUMNS}: reading thread / whole process, "
           "CPU s")
     for round_ in range(1, args.rounds + 1):
-        for kind, python in pythons.items():
-            done = subprocess.run([str(python), "-c", _READER, kind, str(path), QUERY],
+        for kind, (python, query) in readers.items():
+            done = subprocess.run([str(python), "-c", _READER, kind, str(path), query],
                                   capture_output=True, text=True, check=True)
             rows, thread, process = done.stdout.splitlines()[-1].split()
             print(f"round {round_} {kind:>10}: {int(rows):,} rows, {thread} / {process}",
