@@ -1,6 +1,6 @@
 """SQLite to Arrow: the readers there are, on the bench table (is a faster one to be had?).
 
-    .venv/bin/python bench/sqlite_readers.py [--rows 1000000] [--rounds 3]
+    .venv/bin/python bench/sqlite_readers.py [--rows 1000000] [--rounds 3] [--readers adbc,…]
 
 The read is the critical path of a SQLite export to uncompressed Parquet (docs/benchmarks.md,
 sessions 21-23), so this times the one thing a reader does: the bench's ``events`` table
@@ -101,6 +101,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/egress-bench"))
     parser.add_argument("--duckdb-env", type=Path, default=tools.DEFAULT_DUCKDB_ENV)
+    parser.add_argument("--readers", default="adbc,adbc-pages,adbc-bare,connectorx,duckdb",
+                        help="comma-separated, of the default's")
     args = parser.parse_args()
     path = data.sqlite_db(args.workdir, args.rows)
     other = tools.ensure_duckdb_env(args.duckdb_env)
@@ -110,7 +112,8 @@ def main() -> None:
     print(f"{args.rows:,} rows of {path.name}, {COLUMNS}: reading thread / whole process, "
           "CPU s")
     for round_ in range(1, args.rounds + 1):
-        for kind, (python, query) in readers.items():
+        for kind in args.readers.split(","):
+            python, query = readers[kind]
             done = subprocess.run([str(python), "-c", _READER, kind, str(path), query],
                                   capture_output=True, text=True, check=True)
             rows, thread, process = done.stdout.splitlines()[-1].split()
