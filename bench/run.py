@@ -131,6 +131,8 @@ def run_pair(
             if run.error is None:
                 print(f"    {tool.name}: {run.seconds:.2f} s, {run.peak_rss_mb:.0f} MB, "
                       f"{(size or (0, 0))[0] / 1e6:.0f} MB out", flush=True)
+            else:  # said, not dropped in silence: the fastest tool is chosen among the rest
+                print(f"    {tool.name}: FAILED ({run.error[:300]})", flush=True)
         run, size, this = run_egress(url, fmt, compression, work)
         egress_runs.append(run)
         if run.error is None:
