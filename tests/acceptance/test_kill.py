@@ -96,6 +96,15 @@ def check_after_kill(out: Path, reference: dict[str, bytes]) -> None:
         assert "manifest.json" in files  # the marker is written last
 
 
+def start_over(out: Path, work: float) -> float:
+    """An export finished before enough kills: it starts over from scratch, with kill
+    moments drawn from a window half as long. The window comes from the reference run's
+    duration, and a reference slowed by a loaded machine would otherwise let every later,
+    faster run complete before its kills. Returns the new window."""
+    shutil.rmtree(out)
+    return work / 2
+
+
 def run_to_completion(cmd: list[str], out: Path) -> float:
     """An uninterrupted run; returns how long it took to write its first state."""
     started = time.monotonic()
@@ -239,12 +248,7 @@ def test_kill_and_resume_is_exactly_once(
         assert data_files(snapshot(out)) == data_files(reference)
         if kills >= KILLS:
             break
-        # finished before enough kills (this run went faster than the reference's,
-        # from which the kill moments' window was drawn): start over from scratch
-        # with a window half as long, so that a loaded machine's slow reference
-        # cannot make every later run complete before its kills
-        work /= 2
-        shutil.rmtree(out)
+        work = start_over(out, work)  # finished before enough kills
     print(f"{fmt}-{compression}: {kills} kills, {completions} completions")
     assert kills >= KILLS and completions >= 1
 

@@ -15,7 +15,6 @@ import io
 import json
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from test_kill import (
     data_files,
     run_to_completion,
     snapshot,
+    start_over,
     wait_for_commit,
     wait_until_open,
 )
@@ -163,12 +163,7 @@ def test_kill_and_resume_from_duckdb_is_exactly_once(
         assert data_files(snapshot(out)) == data_files(reference)
         if kills >= KILLS:
             break
-        # finished before enough kills (this run went faster than the reference's,
-        # from which the kill moments' window was drawn): start over from scratch
-        # with a window half as long, so that a loaded machine's slow reference
-        # cannot make every later run complete before its kills
-        work /= 2
-        shutil.rmtree(out)
+        work = start_over(out, work)  # finished before enough kills
     print(f"duckdb {fmt}-{compression}: {kills} kills, {completions} completions")
     assert kills >= KILLS and completions >= 1
 

@@ -14,7 +14,6 @@ import csv
 import gzip
 import io
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,14 @@ import time
 from pathlib import Path
 
 import pytest
-from test_kill import check_after_kill, data_files, run_to_completion, snapshot, wait_for_commit
+from test_kill import (
+    check_after_kill,
+    data_files,
+    run_to_completion,
+    snapshot,
+    start_over,
+    wait_for_commit,
+)
 
 from mariadbserver import MariaDbServer
 
@@ -129,12 +135,7 @@ def test_kill_and_resume_from_mariadb_is_exactly_once(
         assert data_files(snapshot(out)) == data_files(reference)
         if kills >= KILLS:
             break
-        # finished before enough kills (this run went faster than the reference's,
-        # from which the kill moments' window was drawn): start over from scratch
-        # with a window half as long, so that a loaded machine's slow reference
-        # cannot make every later run complete before its kills
-        work /= 2
-        shutil.rmtree(out)
+        work = start_over(out, work)  # finished before enough kills
     print(f"mariadb {fmt}-{compression}: {kills} kills, {completions} completions")
     assert kills >= KILLS and completions >= 1
     if (out / ".egress").exists():  # killed during the final clean-up: --resume ends it

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from test_kill import wait_for_commit
+from test_kill import start_over, wait_for_commit
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -87,10 +86,5 @@ def test_kill_and_resume_is_byte_identical(pg_url: str, tmp_path: Path,
         assert done == data
         if kills >= KILLS:
             break
-        # finished before enough kills (this run went faster than the reference's,
-        # from which the kill moments' window was drawn): start over from scratch
-        # with a window half as long, so that a loaded machine's slow reference
-        # cannot make every later run complete before its kills
-        work /= 2
-        shutil.rmtree(out)
+        work = start_over(out, work)  # finished before enough kills
     assert kills >= KILLS
