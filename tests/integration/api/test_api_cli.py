@@ -144,6 +144,12 @@ def test_serve_processes_share_the_port_and_stop_together(home: Path):
                 assert client.get("/healthz").status_code == 200
                 took.append(time.monotonic() - started)
             assert min(took) < 0.03, took
+        # both processes up before the stop: one may answer every request above while the
+        # other is still starting (a SIGTERM then ends it before its start-up log line)
+        deadline = time.monotonic() + 60
+        while log.read_text().count("Application startup complete") < 2:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         for child in children:
