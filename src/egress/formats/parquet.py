@@ -60,6 +60,12 @@ ARROW_PAGE_BYTES = 1 * MiB
 ARROW_PAGE_ROWS = 20_000
 #: Uncompressed, a page's size changes the file by 0.02 %; its buffers still cost memory.
 PAGE_BYTES_UNCOMPRESSED = 1 * MiB
+#: pyarrow's writer encodes a chunk of rows in mini-batches of this many rows (its
+#: ``write_batch_size``), counted from the chunk's start, and ends a page only between
+#: two of them. A part is handed to it in chunks of a multiple of this many rows (but
+#: the last), so its bytes do not depend on where a source cut its batches: a resumed
+#: part is encoded alike even if its batches were cut elsewhere.
+WRITE_BATCH_ROWS = 1024
 
 
 def planned_options(codec: str) -> dict[str, int | bool]:
@@ -178,7 +184,9 @@ class _ParquetPart:
         self._schema, self._codec, self._offset = parquet_schema(schema), codec, offset
         self._layout = layout
         self._unions = [i for i, f in enumerate(schema) if pa.types.is_union(f.type)]
+        #: chunks of a multiple of WRITE_BATCH_ROWS rows, and the rows short of the next
         self._batches: list[pa.RecordBatch] = []
+        self._short: list[pa.RecordBatch] = []
         self._size = 0
         #: the part's footer (Thrift), its offsets where the part lands; set by finish
         self.meta: bytes | None = None
@@ -189,8 +197,21 @@ class _ParquetPart:
             for i in self._unions:
                 columns[i] = render.text(columns[i], batch.schema.field(i))
             batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
-        self._batches.append(batch)
         self._size += batch.nbytes
+        if self._short:  # complete the short chunk first: a copy of under 1,024 rows
+            have = sum(b.num_rows for b in self._short)
+            head = batch.slice(0, WRITE_BATCH_ROWS - have)
+            self._short.append(head)
+            batch = batch.slice(head.num_rows)
+            if have + head.num_rows < WRITE_BATCH_ROWS:
+                return
+            self._batches.append(pa.concat_batches(self._short))
+            self._short = []
+        whole = batch.num_rows - batch.num_rows % WRITE_BATCH_ROWS
+        if whole:
+            self._batches.append(batch.slice(0, whole))
+        if whole < batch.num_rows:
+            self._short = [batch.slice(whole)]
 
     @property
     def size(self) -> int:
@@ -198,9 +219,12 @@ class _ParquetPart:
 
     def finish(self) -> bytes:
         out = CollectedFile()
+        if self._short:
+            self._batches.append(pa.concat_batches(self._short))
         table = pa.Table.from_batches(self._batches, schema=self._schema)
-        self._batches = []  # the encoded row group replaces them in memory
+        self._batches = self._short = []  # the encoded row group replaces them in memory
         with pq.ParquetWriter(out, self._schema, compression=self._codec,
+                              write_batch_size=WRITE_BATCH_ROWS,
                               compression_level=ZSTD_LEVEL if self._codec == "zstd" else None,
                               use_dictionary=dictionary_columns(table),
                               data_page_size=self._layout.page_bytes,

@@ -3,10 +3,16 @@
 SQLite is dynamically typed, so the declared type of each column decides the Arrow
 type (the affinity rules of https://sqlite.org/datatype3.html plus the common names
 DATE, DATETIME, TIMESTAMP, TIMESTAMPTZ, BOOLEAN, DECIMAL(p,s) and JSON; the mapping is
-documented in docs/formats.md). The ADBC driver infers a batch's types from the values
-it sees first, and an all-NULL first batch would be taken for int64; every query
-therefore starts with one typed dummy row (dropped again) so the driver always infers
-the storage class each selected expression is meant to have.
+documented in docs/formats.md). The ADBC driver infers a stream's types from its first
+batch of rows and fails the stream on a later value of another type; an all-NULL first
+batch is taken for int64. A page is read with the bare query first: a column typed as
+its selected expression means (or all NULL, which any type holds) is read on; one typed
+otherwise reads the page on from there with a query that starts with one typed dummy
+row (dropped again), so the driver infers the storage class each selected expression is
+meant to have. The dummy row costs the driver 13-42 % of its read (docs/benchmarks.md,
+session 24), so a table takes it only once a page needed it. Where the batches are cut
+then changes no output: CSV, JSON and SQL write rows, and Parquet hands pyarrow chunks
+cut on a fixed grid (formats/parquet.py).
 
 A column without a declared type (or with one SQLite gives NUMERIC affinity and egress
 cannot type further, like ``STRING``) keeps each value's own storage class: it is read
@@ -78,6 +84,15 @@ def path_from_url(url: str) -> Path:
     return Path(url[len("sqlite:///") :])
 
 
+#: The Arrow type the driver gives a selected expression whose dummy is this literal.
+_DUMMY_TYPES = {"0": pa.int64(), "0.0": pa.float64(), "''": pa.string(), "x''": pa.binary()}
+
+
+class _Retype(Exception):
+    """A bare read met a column the driver typed otherwise than its expression means: the
+    page is read on with the dummy row first."""
+
+
 @dataclass(frozen=True)
 class _Selection:
     """The selected expressions of a table's rows and how each output is made."""
@@ -86,6 +101,12 @@ class _Selection:
     dummies: tuple[str, ...]
     #: (number of selected expressions, converter) per output and hidden column.
     converters: tuple[tuple[int, Convert], ...]
+
+    @property
+    def types(self) -> tuple[pa.DataType, ...]:
+        """The Arrow type of each selected expression, as its dummy makes the driver read
+        it."""
+        return tuple(_DUMMY_TYPES[d] for d in self.dummies)
 
 
 class _Columns:
@@ -143,6 +164,8 @@ class SqliteSource:
         self._plans: dict[str, _Plan] = {}
         #: tables found to hold a value the fast selection does not take
         self._mixed: set[str] = set()
+        #: tables with a page the bare query did not type as meant: read with the dummy
+        self._dummied: set[str] = set()
 
     def close(self) -> None:
         self._catalog.close()
@@ -330,16 +353,17 @@ class SqliteSource:
 
     def _query(
         self, table: TableInfo, plan: _Plan, selection: _Selection, after: Key | None,
-        predicate: Predicate | None, params: list[object],
+        predicate: Predicate | None, params: list[object], dummy: bool,
     ) -> str:
-        """The keyset query; appends its parameters but the LIMIT to ``params``, in
-        placeholder order."""
+        """The keyset query, with the dummy row first or bare; appends its parameters but
+        the LIMIT to ``params``, in placeholder order."""
         where = self._where(table, plan, after, predicate, params)
-        return (
-            f"SELECT 1, {', '.join(selection.dummies)} UNION ALL SELECT * FROM ("
-            f"SELECT 0, {', '.join(selection.selects)} FROM {quote_ident(table.name)} "
-            f"{where}ORDER BY {', '.join(plan.key_sql)} LIMIT ?)"
-        )
+        page = (f"{', '.join(selection.selects)} FROM {quote_ident(table.name)} "
+                f"{where}ORDER BY {', '.join(plan.key_sql)} LIMIT ?")
+        if not dummy:
+            return f"SELECT {page}"
+        return (f"SELECT 1, {', '.join(selection.dummies)} UNION ALL SELECT * FROM ("
+                f"SELECT 0, {page})")
 
     def _mismatch(
         self, table: TableInfo, plan: _Plan, after: Key | None, predicate: Predicate | None,
@@ -377,34 +401,40 @@ class SqliteSource:
         predicate: Predicate | None = None,
     ) -> Iterator[pa.RecordBatch]:
         plan = self._plan(table)
-        if plan.fast is not None and table.name not in self._mixed:
+        fast = plan.fast is not None and table.name not in self._mixed
+        while True:
+            selection = plan.fast if fast and plan.fast is not None else plan.full
             try:
-                for batch in self._read(table, plan, plan.fast, after, limit, predicate):
+                for batch in self._read(table, plan, selection, after, limit, predicate,
+                                        dummy=table.name in self._dummied):
                     yield batch
                     limit -= batch.num_rows
                     after = tuple(batch.column(k)[-1].as_py() for k in table.key_columns)
                 return
+            except _Retype:
+                # the rest of the page, and every later page of this table, with the dummy
+                self._dummied.add(table.name)
             except MixedStorage:
                 # a number column holds text or a blob somewhere: the rest of the page,
                 # and every later page of this table, with the full selection
                 self._mixed.add(table.name)
+                fast = False
             if limit <= 0:
                 return
-        yield from self._read(table, plan, plan.full, after, limit, predicate)
 
     def _read(
         self, table: TableInfo, plan: _Plan, selection: _Selection, after: Key | None,
-        limit: int, predicate: Predicate | None,
+        limit: int, predicate: Predicate | None, dummy: bool,
     ) -> Iterator[pa.RecordBatch]:
         values: list[object] = []
-        sql = self._query(table, plan, selection, after, predicate, values)
+        sql = self._query(table, plan, selection, after, predicate, values, dummy)
         params = (*values, limit)
         cur = self._conn.cursor()
         try:
             cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
             cur.execute(sql, parameters=params)
             reader = cur.fetch_record_batch()
-            first = True
+            first = dummy
             while True:
                 try:
                     batch = reader.read_next_batch()
@@ -416,27 +446,55 @@ class SqliteSource:
                     batch = batch.slice(1)
                     first = False
                 if batch.num_rows:
-                    yield _conform(batch, selection, plan.schema)
+                    yield _conform(batch if dummy else _typed(batch, selection), selection,
+                                   plan.schema, 1 if dummy else 0)
         # the ADBC driver reports a failed first step as its own Error, a failure while
         # streaming as an OSError from Arrow
         except (OSError, adbc_driver_manager.Error) as exc:
             if _TYPE_MISMATCH in str(exc):
+                # a value past the driver's first batch of rows of another type: in a
+                # number column of the fast selection, a text or a blob (read on with the
+                # full one); in a bare read, perhaps only a column that began all NULL
                 if selection is plan.fast:
-                    # a value past the driver's first batch of rows that is not a number
-                    raise MixedStorage from None
+                    raise (MixedStorage if dummy else _Retype) from None
                 found = self._mismatch(table, plan, after, predicate)
                 if found is not None:
                     raise found from exc
+                if not dummy:
+                    raise _Retype from None
             raise _translate(exc, table) from exc
         finally:
             cur.close()
 
 
-def _conform(batch: pa.RecordBatch, selection: _Selection, schema: pa.Schema
-             ) -> pa.RecordBatch:
-    """Drop the marker column and convert each selected group to its declared type."""
+def _typed(batch: pa.RecordBatch, selection: _Selection) -> pa.RecordBatch:
+    """A bare batch as the dummy row would have made the driver type it; :class:`_Retype`
+    if a column holds values of another type.
+
+    Two differences are the driver's alone: an all-NULL column, which it types int64, is
+    NULLs of the meant type; integers where a double is meant (a number column's
+    INTEGER values, typed double by the dummy's 0.0) are the doubles the driver makes of
+    them (a C conversion, as an unchecked cast)."""
+    if all(c.type == t for c, t in zip(batch.columns, selection.types, strict=True)):
+        return batch
     arrays = []
-    position = 1
+    for column, meant in zip(batch.columns, selection.types, strict=True):
+        if column.type != meant:
+            if column.null_count == len(column):
+                column = pa.nulls(len(column), meant)
+            elif pa.types.is_int64(column.type) and pa.types.is_float64(meant):
+                column = column.cast(meant, safe=False)
+            else:
+                raise _Retype
+        arrays.append(column)
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+
+
+def _conform(batch: pa.RecordBatch, selection: _Selection, schema: pa.Schema,
+             position: int) -> pa.RecordBatch:
+    """Convert each selected group, from column ``position`` on (past the dummy row's
+    marker column), to its declared type."""
+    arrays = []
     for field, (width, convert) in zip(schema, selection.converters, strict=True):
         arrays.append(convert(batch.columns[position : position + width], field))
         position += width
