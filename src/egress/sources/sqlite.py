@@ -366,23 +366,28 @@ class SqliteSource:
                 f"SELECT 0, {page})")
 
     def _mismatch(
-        self, table: TableInfo, plan: _Plan, after: Key | None, predicate: Predicate | None,
+        self, table: TableInfo, plan: _Plan, after: Key | None, limit: int,
+        predicate: Predicate | None,
     ) -> DataError | None:
-        """What the driver's "Type mismatch" was about: the first row past ``after`` with a
-        value its column's bare selection does not read (None if no such row is found)."""
+        """What the driver's "Type mismatch" was about: the first of the ``limit`` rows
+        past ``after`` (the page read) with a value its column's bare selection does not
+        read (None if there is none: the page's scan only, however large the table)."""
+        keys = [f"k{i}" for i in range(len(plan.key_sql))]  # aliases, not input
+        aliased = ", ".join(f"{k} AS {a}" for k, a in zip(plan.key_sql, keys, strict=True))
         for name, declared, stored in plan.bare:
             params: list[object] = []
             where = self._where(table, plan, after, predicate, params)
             column = quote_ident(name)
             classes = ", ".join(f"'{c}'" for c in ("null", *stored))  # constants, not input
-            where += ("AND " if where else "WHERE ") + f"typeof({column}) NOT IN ({classes}) "
+            page = (f"SELECT {aliased}, {column} AS v FROM {quote_ident(table.name)} "
+                    f"{where}ORDER BY {', '.join(plan.key_sql)} LIMIT ?")
             try:
                 row = self._catalog.execute(
-                    f"SELECT {', '.join(plan.key_sql)}, typeof({column}), "
-                    f"quote(CASE typeof({column}) WHEN 'blob' THEN substr({column}, 1, 20) "
-                    f"ELSE substr(CAST({column} AS TEXT), 1, 40) END) "
-                    f"FROM {quote_ident(table.name)} "
-                    f"{where}ORDER BY {', '.join(plan.key_sql)} LIMIT 1", params,
+                    f"SELECT {', '.join(keys)}, typeof(v), "
+                    f"quote(CASE typeof(v) WHEN 'blob' THEN substr(v, 1, 20) "
+                    f"ELSE substr(CAST(v AS TEXT), 1, 40) END) "
+                    f"FROM ({page}) WHERE typeof(v) NOT IN ({classes}) LIMIT 1",
+                    (*params, limit),
                 ).fetchone()
             except sqlite3.Error:
                 return None
@@ -457,7 +462,7 @@ class SqliteSource:
                 # full one); in a bare read, perhaps only a column that began all NULL
                 if selection is plan.fast:
                     raise (MixedStorage if dummy else _Retype) from None
-                found = self._mismatch(table, plan, after, predicate)
+                found = self._mismatch(table, plan, after, limit, predicate)
                 if found is not None:
                     raise found from exc
                 if not dummy:
