@@ -94,6 +94,30 @@ def test_an_export_left_unfinalized_is_completed_by_the_reconciler(
     assert reconcile_once(store, settings).finalized == 0
 
 
+def test_a_worker_killed_right_after_completing_an_export_leaves_no_staging_area(
+    settings: Settings, store: SqlJobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the staging area is removed before the export is marked completed: nothing would
+    # remove it after (the reconciler leaves completed exports alone), and a zombie
+    # writer could make its staged copy there
+    export, _ = create_export(store, settings, ExportRequest(source="main",
+                                                             tables=("events", "users")),
+                              project="p")
+    complete = store.export_complete
+
+    def completes_then_dies(*args: object, **kwargs: object) -> bool:
+        complete(*args, **kwargs)  # type: ignore[arg-type]
+        raise RuntimeError("killed right after the export was marked completed")
+
+    monkeypatch.setattr(store, "export_complete", completes_then_dies)
+    run_every_task(store, settings)
+    done = store.export_get("p", export.id)
+    assert done is not None and done.state is ExportState.COMPLETED
+    root = export_root(settings, done)
+    assert (root / "_SUCCESS").exists()
+    assert not (root / ".egress" / "staging").exists()
+
+
 @pytest.mark.parametrize("tables", [("events",), ("events", "users")])
 def test_the_worker_that_ends_an_export_describes_no_table_twice(
     settings: Settings, store: SqlJobStore, monkeypatch: pytest.MonkeyPatch,

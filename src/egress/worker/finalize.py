@@ -72,14 +72,19 @@ def finalize_export(store: WorkerStore, settings: Settings, export_id: str,
     manifest["export_id"] = export.id
     manifest["project"] = export.project
     write_manifest(sink, manifest)
+    # No writer is left (every task is done): a late one (a zombie) finds no staging area
+    # to write into. Removed before the export is marked completed too, so that a worker
+    # killed right after marking it leaves none behind (a redo after a kill before the
+    # mark writes the manifest again, and removes it again).
+    remove_staging = getattr(sink, "remove_staging", None)
+    if remove_staging is not None:
+        remove_staging()
     completed = store.export_complete(export_id, manifest)
     again = None if completed else store.export_get(None, export_id)
-    if completed or (again is not None and again.state is ExportState.COMPLETED):
-        # no writer is left: a late one (a zombie) finds no staging area to write into
-        # (nor one a finalizer beside the one that completed remade for its manifest)
-        remove_staging = getattr(sink, "remove_staging", None)
-        if remove_staging is not None:
-            remove_staging()
+    if remove_staging is not None and (
+            completed or (again is not None and again.state is ExportState.COMPLETED)):
+        # again: a finalizer beside this one may have remade it for its manifest
+        remove_staging()
     if completed:
         log.info("export completed", extra={
             "export": export_id, "rows": manifest["total_rows"],
