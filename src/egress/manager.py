@@ -448,11 +448,12 @@ def export_source(settings: Settings, export: ExportRecord) -> Source:
         raise
 
 
-def open_sink(settings: Settings, export: ExportRecord) -> Sink:
-    """The sink of one export: ``PATH/PROJECT/EXPORT_ID`` or ``s3://BUCKET/PREFIX/PROJECT/ID``."""
+def open_sink(settings: Settings, export: ExportRecord, *, staging: bool = True) -> Sink:
+    """The sink of one export: ``PATH/PROJECT/EXPORT_ID`` or ``s3://BUCKET/PREFIX/PROJECT/ID``
+    (``staging``: a local sink makes its staging area; a finalizer's does not)."""
     dest = settings.destination(export.destination)
     if dest.get("type", "local") == "local":
-        return LocalSink(export_root(settings, export))
+        return LocalSink(export_root(settings, export), staging=staging)
     return sink_from_destination(dest).for_export(check_project(export.project), export.id)
 
 

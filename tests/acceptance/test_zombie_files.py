@@ -161,4 +161,7 @@ def test_a_zombie_worker_writes_nothing_after_it_wakes(
     else:
         assert export_outputs(settings, export) == expected
         # removed once the export completed, and not made again by the zombie
-        assert not (export_root(settings, export) / ".egress" / "staging").exists()
+        staging = export_root(settings, export) / ".egress" / "staging"
+        assert not staging.exists(), (
+            sorted(p.name for p in staging.iterdir()),
+            (tmp_path / "rescuer.log").read_text()[-4000:])

@@ -17,6 +17,7 @@ from egress.config import Settings
 from egress.domain.jobs import ExportState, TaskState
 from egress.manager import ExportRequest, create_export, export_root
 from egress.store.sql import SqlJobStore
+from egress.worker import finalize as finalize_module
 from egress.worker import runner as runner_module
 from egress.worker.reconciler import reconcile_once
 from egress.worker.runner import TaskRunner
@@ -115,6 +116,34 @@ def test_a_worker_killed_right_after_completing_an_export_leaves_no_staging_area
     assert done is not None and done.state is ExportState.COMPLETED
     root = export_root(settings, done)
     assert (root / "_SUCCESS").exists()
+    assert not (root / ".egress" / "staging").exists()
+
+
+def test_a_finalizer_that_dies_after_another_completed_the_export_leaves_no_staging_area(
+    settings: Settings, store: SqlJobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two finalizers of one export (the slot's and the reconciler's) may run at once: the
+    # one that opens the sink after the other removed the staging area must not make it
+    # again, or dying before its own removal would leave one for a late writer
+    export, _ = create_export(store, settings, ExportRequest(source="main",
+                                                             tables=("events",)),
+                              project="p")
+    monkeypatch.setattr(runner_module, "finalize_export", lambda *args, **kwargs: False)
+    run_every_task(store, settings)
+    stale = store.export_get("p", export.id)
+    assert stale is not None and stale.state is ExportState.RUNNING
+    assert finalize_module.finalize_export(store, settings, export.id)
+    root = export_root(settings, stale)
+    assert (root / "_SUCCESS").exists() and not (root / ".egress" / "staging").exists()
+
+    def dies(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("killed while writing the manifest")
+
+    # the second one read the export while it was running, and dies half-way
+    monkeypatch.setattr(store, "export_get", lambda project, export_id: stale)
+    monkeypatch.setattr(finalize_module, "write_manifest", dies)
+    with pytest.raises(RuntimeError, match="killed while writing"):
+        finalize_module.finalize_export(store, settings, export.id)
     assert not (root / ".egress" / "staging").exists()
 
 

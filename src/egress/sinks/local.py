@@ -54,12 +54,16 @@ class LocalSink:
         return LocalSink(self.root.joinpath(*(safe_base_name(s) for s in segments)),
                          fsync=self.fsync)
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True,
+                 staging: bool = True) -> None:
+        """``staging``: make the staging area (a writer's sink). A finalizer's sink does
+        not: it may open after another finalizer removed the area, and a staging area
+        made again for a completed export is one a late writer could write into."""
         self.root = Path(root).resolve()
         self.location = str(self.root)
         self.fsync = fsync
         try:
-            (self.root / STAGING).mkdir(parents=True, exist_ok=True)
+            (self.root / STAGING if staging else self.root).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise destination_error(exc, f"output directory {self.root} is not writable") from exc
         if not os.access(self.root, os.W_OK):

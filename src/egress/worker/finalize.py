@@ -53,7 +53,8 @@ def finalize_export(store: WorkerStore, settings: Settings, export_id: str,
                     Checkpoint.from_json(t.checkpoint or {}))
         for t in tasks
     ]
-    sink = open_sink(settings, export)
+    # no staging area made again: another finalizer may have removed it already
+    sink = open_sink(settings, export, staging=False)
     started = export.started_at or export.created_at
     # a stitched split table's ranges joined into its file (idempotent: a redo after a
     # kill finds the file made and the pieces gone)
