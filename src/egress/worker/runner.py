@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint, TaskSpec
@@ -63,6 +63,15 @@ def _abort_unused_uploads(sink: object, recorded: Checkpoint | None, task_id: st
                     extra={"task": task_id, "error": _message(exc)})
 
 
+@dataclass
+class _Attempt:
+    """What one slice did that the handling of its failure needs to know."""
+
+    #: a commit added bytes: the store reset the task's ``attempts`` (a streak of failures
+    #: ends with progress), so the count on the claimed record is out of date
+    progressed: bool = False
+
+
 class TaskRunner:
     def __init__(
         self,
@@ -95,6 +104,7 @@ class TaskRunner:
     def _run(self, task: TaskRecord) -> str:
         assert task.lease_token is not None
         w = self.settings.worker
+        attempt = _Attempt()
         with LeaseKeeper(self.store, task.id, task.lease_token, w.lease_seconds,
                          w.heartbeat_seconds) as lease:
             try:
@@ -108,7 +118,7 @@ class TaskRunner:
                         self.store.task_requeue(task.id, task.lease_token, delay=WAIT_SECONDS)
                         return "waiting"
                     export = ready
-                return self._slice(task, export, lease)
+                return self._slice(task, export, lease, attempt)
             except LeaseLostError:
                 log.warning("lease lost; stopped writing", extra={"task": task.id})
                 return "lost"
@@ -119,9 +129,10 @@ class TaskRunner:
                     log.warning("lease lost; stopped writing", extra={
                         "task": task.id, "error": _message(exc)})
                     return "lost"
-                return self._failed(task, exc)
+                return self._failed(task, exc, attempt)
 
-    def _slice(self, task: TaskRecord, export: ExportRecord, lease: LeaseKeeper) -> str:
+    def _slice(self, task: TaskRecord, export: ExportRecord, lease: LeaseKeeper,
+               attempt: _Attempt) -> str:
         token = task.lease_token
         assert token is not None
         info: TableInfo | None = None
@@ -160,6 +171,8 @@ class TaskRunner:
                 if not ok:
                     LEASE_LOSSES.labels("fenced").inc()
                     raise LeaseLostError(f"task {task.id}: lease lost")
+                if new.bytes != last.bytes:  # the store's own test (store/sql_tasks.py)
+                    attempt.progressed = True
                 pending_spec, committed, recorded = None, new, new
                 ROWS_EXPORTED.labels(*labels).inc(max(0, new.rows - last.rows))
                 BYTES_EXPORTED.labels(*labels).inc(max(0, new.bytes - last.bytes))
@@ -307,14 +320,18 @@ class TaskRunner:
         defaults = self.settings.export
         return SizeLimits(defaults.max_value_bytes, defaults.max_page_bytes)
 
-    def _failed(self, task: TaskRecord, exc: BaseException) -> str:
+    def _failed(self, task: TaskRecord, exc: BaseException, attempt: _Attempt) -> str:
         token = task.lease_token
         assert token is not None
         message = _message(exc)
         w = self.settings.worker
+        # failures since the last progress: none before this one if this slice committed
+        # a part (a claimed record's count then overstates them, and a source that restarts
+        # every few parts failed an export that kept moving)
+        failures = 0 if attempt.progressed else task.attempts
         try:
-            if is_transient(exc) and task.attempts + 1 < task.max_attempts:
-                delay = backoff_delay(task.attempts + 1, w.backoff_seconds, w.backoff_max_seconds)
+            if is_transient(exc) and failures + 1 < task.max_attempts:
+                delay = backoff_delay(failures + 1, w.backoff_seconds, w.backoff_max_seconds)
                 log.warning("slice failed; will retry",
                             extra={"task": task.id, "error": message, "delay": delay})
                 self.store.task_requeue(task.id, token, delay=delay, error=message,
