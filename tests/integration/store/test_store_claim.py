@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from egress.domain.jobs import ExportState, TaskState
@@ -143,7 +144,9 @@ def test_a_large_backlog_keeps_claims_cheap_and_fair(store: SqlJobStore, make_ex
     # then both are at the cap of 2 except small → s2
     assert got == [(small.id, "s1"), (big[1], "t1"), (small.id, "s2")]
     assert store.task_claim("w", lease_seconds=30, project_cap=2, limit=5) == []
-    assert max(claims) < 0.5, claims
+    # the median: ranking the whole backlog made every claim take seconds, while one claim
+    # may stall alone on a loaded machine (a CI run saw 2.4 s once, beside three of 8 ms)
+    assert statistics.median(claims) < 0.5, claims
 
 
 def test_a_claim_of_many_takes_more_than_the_locked_margin_per_project(
