@@ -32,8 +32,9 @@ import egress  # noqa: E402
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def sample(seen: dict[str, tuple[str, float]], stop: threading.Event) -> None:
-    """Keep each thread's last CPU reading (a thread that ends keeps its last one)."""
+def sample(seen: dict[str, tuple[str, float, float]], stop: threading.Event) -> None:
+    """Keep each thread's last CPU reading and its seconds spent runnable but waiting
+    for a CPU (``schedstat``; a thread that ends keeps its last ones)."""
     while True:
         names = {str(t.native_id): t.name for t in threading.enumerate()}
         for tid in os.listdir("/proc/self/task"):
@@ -42,10 +43,12 @@ def sample(seen: dict[str, tuple[str, float]], stop: threading.Event) -> None:
                     fields = f.read().rsplit(")", 1)[1].split()
                 with open(f"/proc/self/task/{tid}/comm") as f:
                     comm = f.read().strip()
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    waited = int(f.read().split()[1]) / 1e9
             except OSError:
                 continue  # ended meanwhile
-            name = names.get(tid) or seen.get(tid, (comm, 0.0))[0]
-            seen[tid] = (name, (int(fields[11]) + int(fields[12])) / TICK)
+            name = names.get(tid) or seen.get(tid, (comm, 0.0, 0.0))[0]
+            seen[tid] = (name, (int(fields[11]) + int(fields[12])) / TICK, waited)
         if stop.wait(0.05):
             return
 
@@ -60,7 +63,7 @@ def kind(name: str) -> str:
 def main() -> None:
     url, fmt, compression, out = sys.argv[1:5]  # fmt ``csvpg``: the postgres CSV dialect
     shutil.rmtree(out, ignore_errors=True)
-    seen: dict[str, tuple[str, float]] = {}
+    seen: dict[str, tuple[str, float, float]] = {}
     stop = threading.Event()
     sampler = threading.Thread(target=sample, args=(seen, stop), name="sampler", daemon=True)
     sampler.start()
@@ -69,13 +72,17 @@ def main() -> None:
                   compression=None if compression == "-" else compression, options=options)
     stop.set()
     sampler.join()
-    totals: dict[str, float] = {}
-    for name, cpu in seen.values():
-        totals[kind(name)] = totals.get(kind(name), 0.0) + cpu
-    busiest = sorted(totals.items(), key=lambda item: -item[1])
+    totals: dict[str, tuple[float, float]] = {}
+    for name, cpu, waited in seen.values():
+        was = totals.get(kind(name), (0.0, 0.0))
+        totals[kind(name)] = (was[0] + cpu, was[1] + waited)
+    busiest = sorted(totals.items(), key=lambda item: -item[1][0])
     print(f"wall {time.perf_counter() - STARTED:.2f} s, CPU "
           f"{time.process_time() - CPU_STARTED:.2f} s: "
-          + ", ".join(f"{name} {cpu:.2f}" for name, cpu in busiest if cpu >= 0.005))
+          + ", ".join(f"{name} {cpu:.2f}" for name, (cpu, _) in busiest if cpu >= 0.005))
+    # runnable, no CPU free: what the critical path lost to the other threads
+    print("waited for a CPU: " + ", ".join(
+        f"{name} {waited:.2f}" for name, (cpu, waited) in busiest if cpu >= 0.005))
     shutil.rmtree(out, ignore_errors=True)
 
 
