@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from egress.formats.parquet import ParquetFormat
+from egress.formats.parquet import ParquetFormat, planned_dictionary
 from egress.sources.base import LOGICAL_TYPE, SOURCE_TYPE
 
 SCHEMA = pa.schema([
@@ -319,3 +319,56 @@ def test_thriftpy2_is_imported_by_one_thread_only() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120).stdout.splitlines()
     assert out == ["[]", "2"]
+
+
+def _dictionary_pages(data: bytes) -> list[list[str]]:
+    """Per row group, the columns written with a dictionary page."""
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    return [[meta.row_group(g).column(c).path_in_schema
+             for c in range(meta.num_columns) if meta.row_group(g).column(c).has_dictionary_page]
+            for g in range(meta.num_row_groups)]
+
+
+def test_parts_consider_for_a_dictionary_only_the_columns_the_task_planned() -> None:
+    schema = pa.schema([pa.field("few_then_many", pa.int64()),
+                        pa.field("many_then_few", pa.string()), pa.field("flag", pa.bool_())])
+
+    def part(n: int, first: bool) -> pa.RecordBatch:
+        many = [f"value {i}" for i in range(n)]
+        few = [f"kind {i % 3}" for i in range(n)]
+        ints = [i % 3 for i in range(n)] if first else list(range(n))
+        return pa.record_batch([pa.array(ints), pa.array(many if first else few),
+                                pa.array([i % 2 == 0 for i in range(n)])], schema=schema)
+
+    batches = [part(3000, True), part(3000, False), part(3000, True)]
+    # planned from the task's first rows: few-valued columns (booleans are bit-packed)
+    planned = planned_dictionary(schema, batches[:1])
+    assert planned == ["few_then_many"]
+
+    def file_of(fmt: ParquetFormat) -> bytes:
+        out, rows, metas = fmt.header(schema), 0, []
+        for b in batches:
+            enc = fmt.part_encoder(schema, rows, len(out))
+            enc.add(b)
+            rows += b.num_rows
+            out += enc.finish()
+            assert enc.meta is not None
+            metas.append(enc.meta)
+        return out + fmt.footer(schema, rows, metas)
+
+    data = file_of(ParquetFormat("none", dictionary_columns=planned))
+    # each part checks the planned columns on its own rows; the string column, few-valued
+    # only later, stays plain
+    assert _dictionary_pages(data) == [["few_then_many"], [], ["few_then_many"]]
+    assert pq.read_table(io.BytesIO(data)).equals(pa.Table.from_batches(batches))
+    # unplanned (a task planned by an older version), each part chooses among all
+    assert _dictionary_pages(file_of(ParquetFormat("none"))) == [
+        ["few_then_many"], ["many_then_few"], ["few_then_many"]]
+    assert _dictionary_pages(file_of(ParquetFormat("none", dictionary_columns=[]))) == [
+        [], [], []]
+
+
+@pytest.mark.parametrize("bad", ["kind", [1, 2], 7])
+def test_dictionary_columns_that_are_not_a_list_of_names_are_refused(bad: object) -> None:
+    with pytest.raises(ValueError, match="dictionary_columns must be a list of column names"):
+        ParquetFormat("none", dictionary_columns=bad)  # type: ignore[arg-type]

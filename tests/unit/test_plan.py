@@ -56,13 +56,29 @@ def test_format_options_are_completed(source: SqliteSource) -> None:
     parquet = plan_task(source, info, format="parquet", compression="zstd", part_rows=1)
     # the layout is recorded: a resume by a later version writes its parts alike
     assert parquet.format_options == {"compression": "zstd", "page_bytes": 2**20,
-                                      "page_rows": 20_000, "decimal_as_integer": True}
+                                      "page_rows": 20_000, "decimal_as_integer": True,
+                                      "dictionary_columns": []}  # (no rows to choose by)
     plain = plan_task(source, info, format="parquet", compression="none", part_rows=1)
     # uncompressed, a decimal(p<=18) stays in its fixed-length bytes: fewer than an INT64
     assert plain.format_options == {"compression": "none", "page_bytes": 2**20,
-                                    "page_rows": 1_000_000, "decimal_as_integer": False}
+                                    "page_rows": 1_000_000, "decimal_as_integer": False,
+                                    "dictionary_columns": []}
     csv = plan_task(source, info, format="csv", part_rows=1, options={"delimiter": ";"})
     assert csv.format_options == {"delimiter": ";"}
+
+
+def test_parquet_plans_its_dictionary_columns_from_the_first_rows(
+    source: SqliteSource,
+) -> None:
+    # a task's parts consider for a dictionary only the columns few-valued in its first
+    # rows (formats/parquet.py): chosen once, recorded with the plan, so a resumed part
+    # chooses alike
+    wide = source.describe("wide")
+    spec = plan_task(source, wide, format="parquet", part_rows=100)
+    assert spec.format_options["dictionary_columns"] == ["pad"]  # one value; keys unique
+    assert plan_task(source, wide, format="parquet", part_rows=100, columns=("id",)
+                     ).format_options["dictionary_columns"] == []
+    assert "dictionary_columns" not in plan_task(source, wide, format="csv").format_options
 
 
 def test_unknown_names_and_bad_options_are_refused(source: SqliteSource) -> None:

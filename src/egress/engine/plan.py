@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -16,6 +17,7 @@ from egress.engine.selection import selected_schema
 from egress.engine.sizes import SizeLimits, check_batch
 from egress.exceptions import ConfigError
 from egress.formats import get_compression, make_format, resolve_compression
+from egress.formats.parquet import DICTIONARY_SAMPLE, planned_dictionary
 from egress.formats.parquet import planned_options as parquet_layout
 from egress.sources.base import Source, TableInfo
 
@@ -70,12 +72,17 @@ def plan_task(
     as the whole table's task: engine/stitch.py)."""
     compression = resolve_compression(format, compression)
     opts = format_options(format, source, table, compression, options or {})
+    read = (Predicate(predicate.conditions if predicate else (), key_range=key_range)
+            if key_range is not None else predicate)
+    if format == "parquet" and "dictionary_columns" not in opts:
+        # chosen once, from the task's first rows; every part considers only these
+        opts["dictionary_columns"] = planned_dictionary(
+            selected_schema(table, columns),
+            _sample(source, table, DICTIONARY_SAMPLE, columns, read, limits or SizeLimits()))
     fmt = make_format(format, opts)
     if getattr(fmt, "server_rows", False):
         check_server_csv(source, table, selected_schema(table, columns).names, predicate)
     if part_rows is None:
-        read = (Predicate(predicate.conditions if predicate else (), key_range=key_range)
-                if key_range is not None else predicate)
         part_rows = _rows_for_size(source, table, fmt, fmt.part_bytes or part_size, columns,
                                    read, limits or SizeLimits())
         part_rows = min(part_rows, fmt.max_part_rows or MAX_PART_ROWS)
@@ -103,20 +110,29 @@ def _rows_for_size(
 ) -> int:
     encoder = fmt.part_encoder(selected_schema(table, columns), 0)
     rows = 0
-    names = list(columns) if columns is not None else table.column_names
-    # a stream that cannot go back (a remote engine's result) samples what it has in hand
-    sample = getattr(source, "sample", None)
-    batches = sample(table, SAMPLE_ROWS) if sample is not None else source.read(
-        table, None, SAMPLE_ROWS, predicate=predicate)
-    for batch in batches:
-        # the sample is encoded: an oversized value stops here as it would in a slice
-        check_batch(batch, table.name, limits, partial(_row_key, batch, table.key_columns))
-        encoder.add(batch.select(names))
+    for batch in _sample(source, table, SAMPLE_ROWS, columns, predicate, limits):
+        encoder.add(batch)
         rows += batch.num_rows
     if rows == 0 or encoder.size == 0:
         return 10_000
     per_row = encoder.size / rows
     return int(min(MAX_PART_ROWS, max(1, part_size // per_row)))
+
+
+def _sample(
+    source: Source, table: TableInfo, rows: int, columns: tuple[str, ...] | None,
+    predicate: Predicate | None, limits: SizeLimits,
+) -> Iterator[Any]:
+    """The task's first ``rows`` rows, of the selected columns."""
+    names = list(columns) if columns is not None else table.column_names
+    # a stream that cannot go back (a remote engine's result) samples what it has in hand
+    sample = getattr(source, "sample", None)
+    batches = sample(table, rows) if sample is not None else source.read(
+        table, None, rows, predicate=predicate)
+    for batch in batches:
+        # the sample is encoded: an oversized value stops here as it would in a slice
+        check_batch(batch, table.name, limits, partial(_row_key, batch, table.key_columns))
+        yield batch.select(names)
 
 
 def _row_key(batch: Any, key_columns: tuple[str, ...], row: int) -> tuple[Any, ...]:
