@@ -43,8 +43,10 @@ PART_ROWS = 4000
 #: max_attempts below RESTARTS: counted over the whole export, the restarts would fail it
 #: (not every restart fails a read: one between two slices does not, so the cap stays
 #: well below RESTARTS). The two waits before the third attempt (1-2 and 2-4 s: full
-#: jitter) add up to 3 s at least, so a restart may take that long (about 0.3 s alone):
-#: with waits of half that, a CI run once failed the export.
+#: jitter) add up to 3 s at least, so a restart may take that long (about 0.3 s alone).
+#: Two CI runs failed this export: the worker decided with the claimed task's count of
+#: failures, which a part committed in the same slice had reset (worker/runner.py;
+#: tests/integration/test_retry_after_progress.py).
 WORKER = {"concurrency": 1, "heartbeat_seconds": 0.3, "reconcile_seconds": 0.3,
           "poll_seconds": 0.1, "backoff_seconds": 2.0, "backoff_max_seconds": 8.0,
           "max_attempts": 3, "slice_seconds": 5.0, "lease_seconds": 4.0}
