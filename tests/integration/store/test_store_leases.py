@@ -68,10 +68,14 @@ def test_stale_token_changes_nothing(store: SqlJobStore, make_export):
 def test_expired_lease_is_rescued_and_the_old_owner_is_fenced_off(store: SqlJobStore, make_export,
                                                                   pass_store_time):
     make_export("p", ("a",))
-    old = _claim(store, "sleepy", lease=5.0)
+    # a lease long enough that no stall of a loaded machine ends it before the first
+    # rescue (one of 5 s did end in a CI run); then a heartbeat shortens it
+    old = _claim(store, "sleepy", lease=120.0)
     assert store.task_commit(old.id, old.lease_token, checkpoint={"rows": 10}, rows=10, bytes=1)
     assert store.task_rescue_expired() == 0  # not yet expired
-    pass_store_time(old.lease_expires_at)
+    beat = store.task_heartbeat(old.id, old.lease_token, 0.5)
+    assert beat.alive and beat.lease_expires_at is not None
+    pass_store_time(beat.lease_expires_at)
     assert store.task_rescue_expired() == 1
     rescued = store.task_get(old.id)
     assert rescued.state is TaskState.QUEUED and rescued.lease_token is None
