@@ -358,15 +358,19 @@ def test_the_reconciler_resets_a_claim_never_submitted_but_never_a_submitted_tas
     trino.plan_for(r'"items"', QueryPlan(queued_polls=10_000))
     stuck_id = create(store, quick, "orders")
     polled_id = create(store, quick, "items")
+    claimed_at = time.monotonic()
     [stuck] = store.task_claim("stuck-worker", lease_seconds=3600, project_cap=4, limit=1)
     assert stuck.export_id == stuck_id  # claimed, and its worker never submits it
     runner = TaskRunner(store, quick, threading.Event())
     [submitting] = store.task_claim("w", lease_seconds=3600, project_cap=4, limit=1)
     assert runner.run(submitting) == "submitted"
     before = STALE_CLAIMS_RESET._value.get()
-    assert reconcile_once(store, quick).rescued == 0  # not yet 6 s
+    rescued = [reconcile_once(store, quick).rescued]
+    if time.monotonic() - claimed_at < 5.0:  # (a machine stalled for seconds may pass it)
+        assert rescued == [0]  # not yet 6 s
     time.sleep(6.0)
-    assert wait_until(lambda: reconcile_once(store, quick).rescued == 1, 30, every=0.2)
+    assert wait_until(lambda: rescued.append(reconcile_once(store, quick).rescued)
+                      or sum(rescued) == 1, 30, every=0.2)
     assert STALE_CLAIMS_RESET._value.get() == before + 1
     assert store.task_list(stuck_id)[0].state is TaskState.QUEUED
     assert store.task_list(polled_id)[0].state is TaskState.SUBMITTED  # left alone
