@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from egress.config import Settings
-from egress.domain.jobs import ExportState, TaskState
+from egress.domain.jobs import ExportRecord, ExportState, TaskState
 from egress.manager import ExportRequest, create_export
 from egress.store.sql import SqlJobStore
 from egress.worker import runner as runner_module
@@ -76,13 +76,20 @@ def _slice(store: SqlJobStore, runner: TaskRunner) -> str:
     raise AssertionError("the task was never ready to claim again")
 
 
-def test_a_failure_after_progress_is_retried_even_at_the_last_attempt(
+def _export_with_outage(
     settings: Settings, store: SqlJobStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> tuple[_Outage, ExportRecord, TaskRunner]:
+    """An export of ``events`` whose source reads fail on cue, and a runner for it."""
     outage = _Outage(monkeypatch)
     export, _ = create_export(store, settings, ExportRequest(
         source="main", tables=("events",), options={"part_rows": PART_ROWS}), project="p")
-    runner = TaskRunner(store, settings, threading.Event())
+    return outage, export, TaskRunner(store, settings, threading.Event())
+
+
+def test_a_failure_after_progress_is_retried_even_at_the_last_attempt(
+    settings: Settings, store: SqlJobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outage, export, runner = _export_with_outage(settings, store, monkeypatch)
     # two failures in a row, no progress: one attempt is left
     assert [_slice(store, runner) for _ in range(MAX_ATTEMPTS - 1)] == ["retry", "retry"]
     [task] = store.task_list(export.id)
@@ -105,10 +112,7 @@ def test_a_failure_after_progress_is_retried_even_at_the_last_attempt(
 def test_the_export_completes_when_the_source_comes_back(
     settings: Settings, store: SqlJobStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outage = _Outage(monkeypatch)
-    export, _ = create_export(store, settings, ExportRequest(
-        source="main", tables=("events",), options={"part_rows": PART_ROWS}), project="p")
-    runner = TaskRunner(store, settings, threading.Event())
+    outage, export, runner = _export_with_outage(settings, store, monkeypatch)
     outcomes = []
     # each slice reads a little and fails: every failure follows progress, and the task
     # is never failed however many there are

@@ -42,18 +42,19 @@ def batch(n: int) -> pa.RecordBatch:
     )
 
 
-def encode(fmt: ParquetFormat, parts: list[list[pa.RecordBatch]]) -> bytes:
+def encode(fmt: ParquetFormat, parts: list[list[pa.RecordBatch]],
+           schema: pa.Schema = SCHEMA) -> bytes:
     """A file as the engine writes it: header, parts each at its offset, footer."""
-    out, rows, metas = fmt.header(SCHEMA), 0, []
+    out, rows, metas = fmt.header(schema), 0, []
     for batches in parts:
-        enc = fmt.part_encoder(SCHEMA, rows, len(out))
+        enc = fmt.part_encoder(schema, rows, len(out))
         for b in batches:
             enc.add(b)
             rows += b.num_rows
         out += enc.finish()
         assert enc.meta is not None
         metas.append(enc.meta)
-    return out + fmt.footer(SCHEMA, rows, metas)
+    return out + fmt.footer(schema, rows, metas)
 
 
 def test_a_file_of_parts_has_one_row_group_a_part_and_keeps_the_schema() -> None:
@@ -346,15 +347,7 @@ def test_parts_consider_for_a_dictionary_only_the_columns_the_task_planned() -> 
     assert planned == ["few_then_many"]
 
     def file_of(fmt: ParquetFormat) -> bytes:
-        out, rows, metas = fmt.header(schema), 0, []
-        for b in batches:
-            enc = fmt.part_encoder(schema, rows, len(out))
-            enc.add(b)
-            rows += b.num_rows
-            out += enc.finish()
-            assert enc.meta is not None
-            metas.append(enc.meta)
-        return out + fmt.footer(schema, rows, metas)
+        return encode(fmt, [[b] for b in batches], schema)
 
     data = file_of(ParquetFormat("none", dictionary_columns=planned))
     # each part checks the planned columns on its own rows; the string column, few-valued
