@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from egress.formats.parquet import ParquetFormat, planned_dictionary
+from egress.formats.thrift_compact import fields, read_int
 from egress.sources.base import LOGICAL_TYPE, SOURCE_TYPE
 
 SCHEMA = pa.schema([
@@ -110,21 +111,18 @@ def test_the_export_compression_picks_the_codec(compression: str, codec: str) ->
 
 
 def page_rows(data: bytes, column: int = 0) -> list[int]:
-    """The values of each data page of ``column`` in the file's first row group."""
-    from thriftpy2.protocol import TCompactProtocol
-    from thriftpy2.transport import TMemoryBuffer
-
-    from egress.formats.parquet_footer import _thrift
-
+    """The values of each data page of ``column`` in the file's first row group (page
+    headers read with formats/thrift_compact.py: PageHeader's field 3 is the
+    compressed size, field 5 the DataPageHeader, whose field 1 is num_values)."""
     chunk = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0).column(column)
     at = chunk.data_page_offset
     end, pages = at + chunk.total_compressed_size, []
     while at < end:
-        buffer = TMemoryBuffer(data[at:at + 4096])
-        header = _thrift().PageHeader()
-        header.read(TCompactProtocol(buffer))
-        pages.append(header.data_page_header.num_values)
-        at += 4096 - len(buffer.read(4096)) + header.compressed_page_size
+        header, body = fields(data, at)
+        found = {f.id: f for f in header}
+        page = {f.id: f for f in fields(data, found[5].start)[0]}
+        pages.append(read_int(data, page[1]))
+        at = body + read_int(data, found[3])
     return pages
 
 
@@ -258,68 +256,35 @@ class open_tmp:
         self._file.close()
 
 
-def test_a_parquet_format_loads_thrift_on_a_thread_of_its_own_once() -> None:
-    """The first part's footer does not wait for thriftpy2 and the IDL (~0.15 s): a
-    Parquet format starts loading them at once, on one thread per process."""
+def test_an_export_s_footers_need_no_thrift_library() -> None:
+    """Parts' footers are moved and merged as bytes (formats/thrift_compact.py):
+    writing a Parquet file imports no Thrift library (thriftpy2 is for the tests)."""
     import subprocess
     import sys
     import textwrap
 
     code = textwrap.dedent("""
-        import os, sys, threading
-        from egress.formats import parquet_footer
-        from egress.formats.parquet import ParquetFormat
-        assert "thriftpy2" not in sys.modules
-        ParquetFormat(); ParquetFormat("none")
-        loaders = [t for t in threading.enumerate() if t.name == "egress-thrift-preload"]
-        assert len(loaders) <= 1, loaders
-        parquet_footer._preloading.join(30)
-        print("thriftpy2" in sys.modules, int(parquet_footer._loaded is not None))
-        # a format made while Thrift loads (its lock held) does not wait for the load
-        with parquet_footer._THRIFT_LOCK:
-            made = threading.Event()
-            threading.Thread(target=lambda: (ParquetFormat(), made.set()), daemon=True).start()
-            print(made.wait(10))
-        pid = os.fork()
-        if pid == 0:  # a forked child may preload again: the lock and thread are its own
-            os._exit(0 if parquet_footer._preloading is None
-                     and not parquet_footer._THRIFT_LOCK.locked() else 1)
-        print(os.waitpid(pid, 0)[1])
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=120).stdout.split()
-    assert out == ["True", "1", "True", "0"]
-
-
-def test_thriftpy2_is_imported_by_one_thread_only() -> None:
-    """An encoder's footer waits for the Thrift load in progress instead of importing
-    thriftpy2's modules beside it: two threads importing them at once tripped Python's
-    import deadlock detection (_DeadlockError in thriftpy2.transport) in an export."""
-    import subprocess
-    import sys
-    import textwrap
-
-    code = textwrap.dedent("""
-        import io, sys, threading, time
+        import io, sys
         import pyarrow as pa, pyarrow.parquet as pq
-        from egress.formats import parquet_footer
-        buf = io.BytesIO()
-        pq.write_table(pa.table({"a": [1, 2]}), buf)
-        raw = buf.getvalue()
-        meta = raw[-8 - int.from_bytes(raw[-8:-4], "little"):-8]
-        assert "thriftpy2" not in sys.modules
-        got = []
-        with parquet_footer._THRIFT_LOCK:  # as while preload's thread loads Thrift
-            reader = threading.Thread(target=lambda: got.append(parquet_footer._decode(meta)))
-            reader.start()
-            time.sleep(0.5)
-            print(sorted(m for m in sys.modules if m.startswith("thriftpy2")))
-        reader.join(60)
-        print(got[0].num_rows)
+        from egress.formats.parquet import ParquetFormat
+        fmt = ParquetFormat()
+        schema = pa.schema([("a", pa.int64())])
+        parts, metas, at = [], [], 4
+        for rows in ([1, 2], [3]):
+            enc = fmt.part_encoder(schema, 0, at)
+            enc.add(pa.record_batch([pa.array(rows)], schema=schema))
+            parts.append(enc.finish())
+            metas.append(enc.meta)
+            at += len(parts[-1])
+        data = fmt.header(schema) + b"".join(parts) + fmt.footer(schema, 3, metas)
+        # (not pq.read_table: its dataset threads can abort a process at exit,
+        # apache/arrow#34314)
+        print(pq.ParquetFile(io.BytesIO(data)).read().column("a").to_pylist())
+        print(sorted(m for m in sys.modules if "thrift" in m and "compact" not in m))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120).stdout.splitlines()
-    assert out == ["[]", "2"]
+    assert out == ["[1, 2, 3]", "[]"]
 
 
 def _dictionary_pages(data: bytes) -> list[list[str]]:

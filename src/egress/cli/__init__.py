@@ -21,7 +21,7 @@ from egress.cli.jobs import COMMANDS as JOB_COMMANDS
 from egress.cli.serve import serve
 from egress.cli.tokens import COMMANDS as TOKEN_COMMANDS
 from egress.exceptions import EgressError
-from egress.memory import use_system_allocator
+from egress.memory import skip_final_collections, use_system_allocator
 
 
 class EgressGroup(click.Group):
@@ -54,4 +54,15 @@ main.add_command(config_group)
 for _command in (*JOB_COMMANDS, *TOKEN_COMMANDS):
     main.add_command(_command)
 
-__all__ = ["main"]
+
+
+def run() -> None:
+    """The ``egress`` command (and ``python -m egress.cli``): ``main``, then the
+    process's exit without the interpreter's last garbage collections."""
+    try:
+        main()
+    finally:
+        skip_final_collections()
+
+
+__all__ = ["main", "run"]

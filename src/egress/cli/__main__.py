@@ -1,5 +1,5 @@
 """``python -m egress.cli``: the same as the ``egress`` command."""
 
-from egress.cli import main
+from egress.cli import run
 
-main()
+run()

@@ -28,7 +28,6 @@ from egress.formats.parquet_footer import (
     file_tail,
     merged,
     moved,
-    preload,
 )
 
 CODECS = {"none": "none", "gzip": "gzip", "zstd": "zstd", "snappy": "snappy"}
@@ -124,7 +123,6 @@ class ParquetFormat:
         self.codec = CODECS[compression]
         # the defaults are the layout of a task planned before egress recorded one
         self.layout = _Layout(page_bytes, page_rows, decimal_as_integer)
-        preload()  # the first part's footer needs Thrift: loaded while the export starts
         self.part_bytes: int | None = row_group_bytes
         self.max_part_rows: int | None = row_group_rows
         self.file_size: int | None = FILE_SIZE

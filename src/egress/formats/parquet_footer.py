@@ -7,103 +7,46 @@ they land (pages hold no file offsets): the offsets live in the footer alone. So
 can be written, committed and forgotten; its row-group metadata, moved to the part's
 offset in the real file, is kept in the checkpoint; and the file's footer is those
 metadata put together, whichever process writes it. pyarrow can neither write a row
-group at an offset nor edit a footer, hence Thrift (thriftpy2 and parquet-format's IDL,
-``parquet.thrift``, vendored unchanged).
+group at an offset nor edit a footer, so the footer's bytes are edited here
+(``thrift_compact``): the offsets and counts that change are written anew, every other
+byte is kept as pyarrow wrote it. Field numbers are parquet-format's
+(``parquet.thrift``, vendored unchanged, for reference and the tests).
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import os
 import struct
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
-from pathlib import Path
-from typing import Any
+
+from egress.formats.thrift_compact import (
+    I16,
+    I64,
+    LIST,
+    STRUCT,
+    Edit,
+    Field,
+    ThriftError,
+    Visit,
+    checked,
+    encode_int,
+    encode_list_header,
+    int_at,
+    walk,
+    walk_structs,
+)
 
 MAGIC = b"PAR1"
 _TAIL = struct.Struct("<i")  # footer length, then MAGIC
 
-
-_THRIFT_LOCK = threading.Lock()
-#: preload's own: a second format made while Thrift loads must not wait for the load
-_PRELOAD_LOCK = threading.Lock()
-
-
-_loaded: Any = None
-
-
-def _thrift() -> Any:
-    """The IDL's module; importing thriftpy2 (urllib, ply…) and parsing the IDL (ply
-    builds its tables in every process) take ~0.15 s, so it is loaded once, on first use
-    or by preload's thread. Every use of thriftpy2 goes through here first: two threads
-    importing thriftpy2's modules at once can trip Python's import deadlock detection
-    (_DeadlockError in thriftpy2.transport), so the imports happen under the lock only."""
-    global _loaded
-    if _loaded is None:
-        with _THRIFT_LOCK:
-            if _loaded is None:
-                import thriftpy2
-                import thriftpy2.protocol
-                import thriftpy2.utils
-
-                _loaded = thriftpy2.load(str(Path(__file__).with_name("parquet.thrift")),
-                                         module_name="egress_parquet_thrift")
-    return _loaded
-
-
-_preloading: threading.Thread | None = None
-
-
-def _after_fork() -> None:
-    # a child forked while the parent's thread held the lock would wait for it forever
-    global _THRIFT_LOCK, _PRELOAD_LOCK, _preloading
-    _THRIFT_LOCK, _PRELOAD_LOCK, _preloading = threading.Lock(), threading.Lock(), None
-
-
-os.register_at_fork(after_in_child=_after_fork)
-
-
-def preload() -> None:
-    """Load Thrift and the IDL on a thread of its own (once per process), while the
-    export connects, plans and reads its first rows: the first part's footer need not
-    wait for it. A failure is left for the encoder's own call to raise."""
-    global _preloading
-    with _PRELOAD_LOCK:
-        if _preloading is not None:
-            return
-
-        def load() -> None:
-            with contextlib.suppress(Exception):  # raised again where a footer is needed
-                _thrift()
-
-        _preloading = threading.Thread(target=load, name="egress-thrift-preload",
-                                       daemon=True)
-    _preloading.start()
-
-
-def _protocol() -> Any:
-    _thrift()  # thriftpy2 imported under the lock first (see there)
-    from thriftpy2.protocol import TCompactProtocolFactory
-
-    return TCompactProtocolFactory()
-
-
-def _decode(data: bytes) -> Any:
-    module = _thrift()
-    from thriftpy2.utils import deserialize
-
-    return deserialize(module.FileMetaData(), data, _protocol())
-
-
-def _encode(meta: Any) -> bytes:
-    _thrift()
-    from thriftpy2.utils import serialize
-
-    return bytes(serialize(meta, _protocol()))
+# parquet-format's field numbers
+_META_NUM_ROWS, _META_ROW_GROUPS = 3, 4  # FileMetaData
+_GROUP_COLUMNS, _GROUP_FILE_OFFSET, _GROUP_ORDINAL = 1, 5, 7  # RowGroup
+_CHUNK_FILE_OFFSET, _CHUNK_META = 2, 3  # ColumnChunk
+_CHUNK_PAGE_INDEXES = {4: "offset_index_offset", 6: "column_index_offset"}
+#: ColumnMetaData: data_page_offset, index_page_offset, dictionary_page_offset,
+#: bloom_filter_offset
+_COLUMN_OFFSETS = (9, 10, 11, 14)
 
 
 class CollectedFile:
@@ -151,53 +94,51 @@ class CollectedFile:
         return b"".join(body), b"".join(footer)
 
 
-#: Footers decoded in this process (Thrift's compact protocol is parsed in Python: ~7 ms
-#: a part's footer), so that putting a file's footer together, in the planning dry run
-#: and in the commit, decodes none of the parts this process encoded.
-_DECODED: OrderedDict[bytes, Any] = OrderedDict()
-_DECODED_MAX = 4096
-_LOCK = threading.Lock()
-
-
-def _remember(footer: bytes, meta: Any) -> None:
-    with _LOCK:
-        _DECODED[footer] = meta
-        _DECODED.move_to_end(footer)
-        while len(_DECODED) > _DECODED_MAX:
-            _DECODED.popitem(last=False)
-
-
-def _decoded(footer: bytes) -> Any:
-    """``footer`` decoded; shared: never to be changed."""
-    with _LOCK:
-        meta = _DECODED.get(footer)
-    if meta is None:
-        meta = _decode(footer)
-        _remember(footer, meta)
-    return meta
-
-
 def moved(footer: bytes, delta: int) -> bytes:
     """``footer`` with every file offset of its row groups moved by ``delta`` bytes."""
-    meta = _decode(footer)
-    for group in meta.row_groups or ():
-        if group.file_offset is not None:
-            group.file_offset += delta
-        for chunk in group.columns:
-            if chunk.file_offset:
-                chunk.file_offset += delta
-            cm = chunk.meta_data
-            cm.data_page_offset += delta
-            for name in ("dictionary_page_offset", "index_page_offset",
-                         "bloom_filter_offset"):
-                if getattr(cm, name) is not None:
-                    setattr(cm, name, getattr(cm, name) + delta)
-            # page indexes are not written (write_page_index=False): nothing to move
-            if chunk.offset_index_offset is not None or chunk.column_index_offset is not None:
-                raise ValueError("cannot move a Parquet footer that has page indexes")
-    out = _encode(meta)
-    _remember(out, meta)
-    return out
+    edit = Edit(footer)
+
+    def shift(start: int) -> int:
+        value, end = int_at(footer, start)
+        edit.replace(start, end, encode_int(value + delta))
+        return end
+
+    def column_meta(number: int, kind: int, header: int, start: int) -> int | None:
+        return shift(start) if number in _COLUMN_OFFSETS and kind == I64 else None
+
+    def chunk(number: int, kind: int, header: int, start: int) -> int | None:
+        if number in _CHUNK_PAGE_INDEXES:
+            # page indexes are not written (write_page_index=False): nothing moves them
+            raise ValueError("cannot move a Parquet footer that has page indexes")
+        if number == _CHUNK_FILE_OFFSET and kind == I64:
+            value, end = int_at(footer, start)
+            return shift(start) if value else end  # 0: not set (deprecated, optional)
+        if number == _CHUNK_META and kind == STRUCT:
+            return walk(footer, start, column_meta)
+        return None
+
+    def group(number: int, kind: int, header: int, start: int) -> int | None:
+        if number == _GROUP_FILE_OFFSET and kind == I64:
+            return shift(start)
+        if number == _GROUP_COLUMNS and kind == LIST:
+            return walk_structs(footer, start, lambda at: walk(footer, at, chunk))
+        return None
+
+    def top(number: int, kind: int, header: int, start: int) -> int | None:
+        if number == _META_ROW_GROUPS and kind == LIST:
+            return walk_structs(footer, start, lambda at: walk(footer, at, group))
+        return None
+
+    _whole_footer(footer, top)
+    return edit.result()
+
+
+def _whole_footer(footer: bytes, visit: Visit, spans: list[Field] | None = None) -> None:
+    end = checked(lambda: walk(footer, 0, visit, spans))
+    if end != len(footer):
+        raise ThriftError("bytes left after the footer's struct")
+    if spans is not None and not any(f.id == _META_ROW_GROUPS for f in spans):
+        raise ValueError("not a Parquet footer: no list of row groups")
 
 
 def merged(footers: Sequence[bytes]) -> bytes:
@@ -211,14 +152,52 @@ def merged(footers: Sequence[bytes]) -> bytes:
 
 @lru_cache(maxsize=2)  # the planning dry run and the commit ask for the same footer
 def _merged(footers: tuple[bytes, ...]) -> bytes:
-    metas = [_decoded(f) for f in footers]
-    groups = [g for m in metas for g in m.row_groups or ()]
-    for ordinal, group in enumerate(groups):
-        if group.ordinal is not None:  # a row group's place in its file (the same
-            group.ordinal = ordinal  # in every file footer it is part of)
-    result = copy.copy(metas[0])
-    result.row_groups, result.num_rows = groups, sum(m.num_rows for m in metas)
-    return _encode(result)
+    groups: list[bytes] = []
+    rows = 0
+    for footer in footers:
+
+        def group_at(at: int, footer: bytes = footer) -> int:
+            # a row group's place in its file (the same in every file footer it is in)
+            edit = Edit(footer)
+
+            def ordinal(number: int, kind: int, header: int, start: int) -> int | None:
+                if number != _GROUP_ORDINAL or kind != I16:
+                    return None
+                end = int_at(footer, start)[1]
+                edit.replace(start, end, encode_int(len(groups)))
+                return end
+
+            end = walk(footer, at, ordinal)
+            groups.append(edit.result(at, end))
+            return end
+
+        def top(number: int, kind: int, header: int, start: int,
+                footer: bytes = footer) -> int | None:
+            nonlocal rows
+            if number == _META_NUM_ROWS and kind == I64:
+                count, end = int_at(footer, start)
+                rows += count
+                return end
+            if number == _META_ROW_GROUPS and kind == LIST:
+                return walk_structs(footer, start, group_at)
+            return None
+
+        spans: list[Field] = []
+        _whole_footer(footer, top, spans)
+        if footer is footers[0]:
+            first = spans
+    out: list[bytes] = []
+    head = footers[0]
+    for f in first:
+        out.append(head[f.header:f.start])  # the same fields in the same order
+        if f.id == _META_NUM_ROWS:
+            out.append(encode_int(rows))
+        elif f.id == _META_ROW_GROUPS:
+            out += (encode_list_header(STRUCT, len(groups)), *groups)
+        else:
+            out.append(head[f.start:f.end])
+    out.append(b"\x00")  # the struct's stop
+    return b"".join(out)
 
 
 def file_tail(footer: bytes) -> bytes:
