@@ -122,6 +122,7 @@ class StopAfter:
         ("json", "gzip", None),
         ("sql", "none", 9000),
         ("parquet", "zstd", None),
+        ("parquet", "none", None),  # parts handed on as pyarrow's buffers
     ],
 )
 def test_every_format_round_trips(

@@ -240,6 +240,40 @@ def test_a_part_at_another_offset_has_the_same_bytes_and_moved_metadata() -> Non
     assert first.meta != second.meta
 
 
+def test_a_part_is_handed_on_in_the_buffer_pyarrow_wrote_it_into() -> None:
+    enc = ParquetFormat("none").part_encoder(SCHEMA, 0)
+    enc.add(batch(1000))
+    body = enc.finish()
+    assert isinstance(body, pa.Buffer) and not body.is_mutable
+    data = ParquetFormat("none").header(SCHEMA) + body + \
+        ParquetFormat("none").footer(SCHEMA, 1000, [enc.meta or b""])
+    assert pq.ParquetFile(io.BytesIO(data)).read().num_rows == 1000
+
+
+def test_a_part_larger_than_its_rows_in_arrow_is_written_again_alike(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An encoding that outgrows its buffer (here Arrow dictionaries written plain: a
+    long word stored once in Arrow, 5,000 times in the file) is written again into
+    pieces, with the same bytes as in a buffer with room enough."""
+    from egress.formats import parquet as module
+
+    schema = pa.schema([("id", pa.int64()), ("word", pa.dictionary(pa.int32(), pa.string()))])
+    rows = pa.record_batch([pa.array(range(5000), pa.int64()),
+                            pa.array(["a long repeated value " * 20] * 5000).dictionary_encode()],
+                           schema=schema)
+
+    def encoded() -> tuple[object, bytes | None]:
+        enc = ParquetFormat("none", dictionary_columns=[]).part_encoder(schema, 0)
+        enc.add(rows)
+        return enc.finish(), enc.meta
+
+    tight, tight_meta = encoded()
+    assert isinstance(tight, bytes)  # the buffer was too small: pieces
+    monkeypatch.setattr(module, "ENCODING_ROOM", 1 << 26)
+    roomy, roomy_meta = encoded()
+    assert isinstance(roomy, pa.Buffer)
+    assert roomy.to_pybytes() == tight and roomy_meta == tight_meta
+
+
 class open_tmp:
     """A named temporary file holding ``data`` (DuckDB reads paths)."""
 

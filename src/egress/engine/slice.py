@@ -40,7 +40,7 @@ from egress.engine.selection import selected_schema
 from egress.engine.sizes import SizeLimits
 from egress.exceptions import DataError
 from egress.formats import get_compression, make_format
-from egress.formats.base import Format
+from egress.formats.base import Format, PartBytes
 from egress.formats.compression import Compression
 from egress.logs import in_context
 from egress.sinks.base import Sink
@@ -81,7 +81,7 @@ _DRY = _DrySink()
 
 @dataclass
 class _Part:
-    data: bytes
+    data: PartBytes
     rows: int
     first_key: Key | None
     last_key: Key | None
@@ -187,7 +187,7 @@ class Task:
         after, rows = cp.cursor, 0
         first_key: Key | None = None
         last_key: Key | None = None
-        chunks: list[bytes] = []
+        chunks: list[PartBytes] = []
         metas: list[bytes] = []
         size = 0
         while True:
@@ -226,7 +226,9 @@ class Task:
             after = last_key
         if droppable and self.clock() > deadline + self.grace:
             return None  # encoding and compressing took us past the grace: not stored
-        return _Part(b"".join(chunks), rows, first_key, last_key, exhausted, tuple(metas))
+        # one chunk (most parts): handed on as it is, not copied (see PartBytes)
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return _Part(data, rows, first_key, last_key, exhausted, tuple(metas))
 
     # --- committing -------------------------------------------------------------------
 
@@ -268,8 +270,8 @@ class Task:
         if closes and not spec.stitched:  # a stitched file's footer is the stitch's
             metas = [m for p in of.parts for m in p.metas] + list(part.metas)
             footer = fmt.footer(self._schema, of.rows + part.rows, metas)
-            if footer:
-                data += self.compression.compress(footer)
+            if footer:  # (a join: data may be a pyarrow Buffer, see PartBytes)
+                data = b"".join((data, self.compression.compress(footer)))
         parts = of.parts
         if data or not parts:
             number = of.next_part_number

@@ -9,10 +9,17 @@ metadata), never on the clock, so a resumed run writes the same bytes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import numpy as np
 import pyarrow as pa
+
+#: A part's bytes as an encoder hands them over: ``bytes``, or a read-only pyarrow
+#: ``Buffer`` holding them (Parquet: what pyarrow wrote, without a copy). Both are
+#: bytes-like for what the engine and the sinks do with a part: ``len``, ``bytes + part``,
+#: ``b"".join``, hashlib, google_crc32c and ``os.pwrite``; not ``part + bytes``, and not
+#: every library's "bytes" (boto3 takes a file or bytes: sinks/s3.py makes bytes).
+PartBytes: TypeAlias = "bytes | pa.Buffer"
 
 
 class PartEncoder(Protocol):
@@ -25,7 +32,7 @@ class PartEncoder(Protocol):
         """Bytes encoded so far (before compression)."""
         ...
 
-    def finish(self) -> bytes: ...
+    def finish(self) -> PartBytes: ...
 
     #: What the file's footer will need of this part (set by ``finish``; None: nothing).
     meta: bytes | None

@@ -22,12 +22,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from egress.formats import render
+from egress.formats.base import PartBytes
 from egress.formats.parquet_footer import (
     MAGIC,
     CollectedFile,
     file_tail,
     merged,
     moved,
+    split_file,
 )
 
 CODECS = {"none": "none", "gzip": "gzip", "zstd": "zstd", "snappy": "snappy"}
@@ -57,6 +59,9 @@ FILE_SIZE = 512 * MiB
 #: (docs/benchmarks.md).
 ARROW_PAGE_BYTES = 1 * MiB
 ARROW_PAGE_ROWS = 20_000
+#: Room in a part's buffer beyond its rows' Arrow bytes, for page headers, levels,
+#: statistics and the footer; an encoding larger still is written again into pieces.
+ENCODING_ROOM = 1 * MiB
 #: Uncompressed, a page's size changes the file by 0.02 %; its buffers still cost memory.
 PAGE_BYTES_UNCOMPRESSED = 1 * MiB
 #: pyarrow's writer encodes a chunk of rows in mini-batches of this many rows (its
@@ -248,24 +253,43 @@ class _ParquetPart:
         """The rows added, as the encoder hands them to pyarrow."""
         return pa.Table.from_batches(self._batches + self._short, schema=self._schema)
 
-    def finish(self) -> bytes:
-        out = CollectedFile()
+    def finish(self) -> PartBytes:
+        """The row group's bytes: a read-only view of the buffer pyarrow wrote them
+        into (no copy), or bytes if they outgrew it."""
         if self._short:
             self._batches.append(pa.concat_batches(self._short))
         table = pa.Table.from_batches(self._batches, schema=self._schema)
         self._batches = self._short = []  # the encoded row group replaces them in memory
-        with pq.ParquetWriter(out, self._schema, compression=self._codec,
+        use_dictionary = dictionary_columns(table, self._among)
+        # pyarrow writes into a buffer sized for the rows (memory it does not touch is
+        # never paged in); joining a part's pieces instead copied ~8 MB a part, 0.5 s of
+        # CPU in 5M rows uncompressed (docs/benchmarks.md, session 27)
+        buffer = pa.allocate_buffer(self._size + ENCODING_ROOM)
+        sink = pa.FixedSizeBufferWriter(buffer)
+        try:
+            self._write(table, use_dictionary, sink)
+            body, footer = split_file(buffer.slice(0, sink.tell()))
+        except OSError as exc:
+            if "out of bounds" not in str(exc):
+                raise
+            # larger than its rows in Arrow (say, Arrow dictionaries written plain):
+            # written again, into pieces; the same bytes
+            pieces = CollectedFile()
+            self._write(table, use_dictionary, pieces)
+            body, footer = pieces.split()
+        del table
+        # the row group starts right after the magic in its own file, at offset in ours
+        self.meta = moved(footer, self._offset - len(MAGIC))
+        return body
+
+    def _write(self, table: pa.Table, use_dictionary: list[str], sink: object) -> None:
+        with pq.ParquetWriter(sink, self._schema, compression=self._codec,
                               write_batch_size=WRITE_BATCH_ROWS,
                               compression_level=ZSTD_LEVEL if self._codec == "zstd" else None,
-                              use_dictionary=dictionary_columns(table, self._among),
+                              use_dictionary=use_dictionary,
                               data_page_size=self._layout.page_bytes,
                               max_rows_per_page=self._layout.page_rows,
                               store_decimal_as_integer=self._layout.decimal_as_integer,
                               write_statistics=True, write_page_index=False) as writer:
             if table.num_rows:  # no rows: a file of no row group
                 writer.write_table(table, row_group_size=table.num_rows)
-        del table
-        body, footer = out.split()
-        # the row group starts right after the magic in its own file, at offset in ours
-        self.meta = moved(footer, self._offset - len(MAGIC))
-        return body

@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 from egress.formats.thrift_compact import (
     I16,
@@ -75,10 +76,7 @@ class CollectedFile:
         """The row groups' bytes and the footer (Thrift bytes) of the file written."""
         head = b"".join(self._pieces[:4])[:4]
         tail = b"".join(self._pieces[-3:])[-8:]
-        if self._size < 12 or head != MAGIC or tail[4:] != MAGIC:
-            raise ValueError("not a whole Parquet file")
-        (length,) = _TAIL.unpack(tail[:4])
-        start, end = len(MAGIC), self._size - 8 - length
+        start, end, length = _bounds(head, tail, self._size)
         body: list[bytes] = []
         footer: list[bytes] = []
         at = 0
@@ -92,6 +90,26 @@ class CollectedFile:
             at += len(piece)
         self._pieces = []
         return b"".join(body), b"".join(footer)
+
+
+def _bounds(head: bytes, tail: bytes, size: int) -> tuple[int, int, int]:
+    """Where a whole Parquet file of ``size`` bytes, beginning with ``head`` and ending
+    with ``tail`` (its last 8 bytes), has its row groups ([start, end)) and its footer's
+    length."""
+    if size < 12 or head[:4] != MAGIC or tail[4:] != MAGIC:
+        raise ValueError("not a whole Parquet file")
+    (length,) = _TAIL.unpack(tail[:4])
+    if not 0 <= length <= size - 12:
+        raise ValueError("not a whole Parquet file: its footer's length is wrong")
+    return len(MAGIC), size - 8 - length, length
+
+
+def split_file(data: Any) -> tuple[Any, bytes]:
+    """The row groups and the footer of the whole Parquet file ``data`` (a pyarrow
+    Buffer): the row groups as a slice of it (no copy), the footer as bytes."""
+    start, end, length = _bounds(data.slice(0, 4).to_pybytes(),
+                                 data.slice(max(data.size - 8, 0)).to_pybytes(), data.size)
+    return data.slice(start, end - start), data.slice(end, length).to_pybytes()
 
 
 def moved(footer: bytes, delta: int) -> bytes:

@@ -261,6 +261,8 @@ class S3Sink:
         self, name: str, state: dict[str, Any], number: int, offset: int, data: bytes
     ) -> str | None:
         key = state["key"]
+        if not isinstance(data, bytes):
+            data = bytes(data)  # a pyarrow Buffer (formats.base.PartBytes): boto3 takes bytes
         if not 1 <= number <= S3_MAX_PARTS:
             raise SinkError(
                 f"part {number} of s3://{self.bucket}/{key} is beyond S3's {S3_MAX_PARTS} parts "
