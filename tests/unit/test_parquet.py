@@ -241,10 +241,16 @@ def test_a_part_at_another_offset_has_the_same_bytes_and_moved_metadata() -> Non
 
 
 def test_a_part_is_handed_on_in_the_buffer_pyarrow_wrote_it_into() -> None:
+    from egress.memory import part_buffer_pool
+
+    pool = part_buffer_pool()  # jemalloc's, apart from the heap (egress/memory.py)
+    assert pool.backend_name == "jemalloc"
     enc = ParquetFormat("none").part_encoder(SCHEMA, 0)
     enc.add(batch(1000))
+    before = pool.bytes_allocated()
     body = enc.finish()
     assert isinstance(body, pa.Buffer) and not body.is_mutable
+    assert pool.bytes_allocated() >= before + body.size  # held in that pool
     data = ParquetFormat("none").header(SCHEMA) + body + \
         ParquetFormat("none").footer(SCHEMA, 1000, [enc.meta or b""])
     assert pq.ParquetFile(io.BytesIO(data)).read().num_rows == 1000

@@ -31,6 +31,7 @@ from egress.formats.parquet_footer import (
     moved,
     split_file,
 )
+from egress.memory import part_buffer_pool
 
 CODECS = {"none": "none", "gzip": "gzip", "zstd": "zstd", "snappy": "snappy"}
 #: Parquet written without ``--compression``: see docs/formats.md for the measurements
@@ -264,7 +265,7 @@ class _ParquetPart:
         # pyarrow writes into a buffer sized for the rows (memory it does not touch is
         # never paged in); joining a part's pieces instead copied ~8 MB a part, 0.5 s of
         # CPU in 5M rows uncompressed (docs/benchmarks.md, session 27)
-        buffer = pa.allocate_buffer(self._size + ENCODING_ROOM)
+        buffer = pa.allocate_buffer(self._size + ENCODING_ROOM, memory_pool=part_buffer_pool())
         sink = pa.FixedSizeBufferWriter(buffer)
         try:
             self._write(table, use_dictionary, sink)
