@@ -26,12 +26,12 @@ from egress.formats.thrift_compact import (
     LIST,
     STRUCT,
     Edit,
-    Field,
     ThriftError,
     Visit,
     checked,
     encode_int,
     encode_list_header,
+    fields,
     int_at,
     walk,
     walk_structs,
@@ -151,12 +151,11 @@ def moved(footer: bytes, delta: int) -> bytes:
     return edit.result()
 
 
-def _whole_footer(footer: bytes, visit: Visit, spans: list[Field] | None = None) -> None:
-    end = checked(lambda: walk(footer, 0, visit, spans))
+def _whole_footer(footer: bytes, visit: Visit) -> None:
+    """Walk the whole footer with ``visit``; bytes that are not one struct are refused."""
+    end = checked(lambda: walk(footer, 0, visit))
     if end != len(footer):
         raise ThriftError("bytes left after the footer's struct")
-    if spans is not None and not any(f.id == _META_ROW_GROUPS for f in spans):
-        raise ValueError("not a Parquet footer: no list of row groups")
 
 
 def merged(footers: Sequence[bytes]) -> bytes:
@@ -171,43 +170,11 @@ def merged(footers: Sequence[bytes]) -> bytes:
 @lru_cache(maxsize=2)  # the planning dry run and the commit ask for the same footer
 def _merged(footers: tuple[bytes, ...]) -> bytes:
     groups: list[bytes] = []
-    rows = 0
-    for footer in footers:
-
-        def group_at(at: int, footer: bytes = footer) -> int:
-            # a row group's place in its file (the same in every file footer it is in)
-            edit = Edit(footer)
-
-            def ordinal(number: int, kind: int, header: int, start: int) -> int | None:
-                if number != _GROUP_ORDINAL or kind != I16:
-                    return None
-                end = int_at(footer, start)[1]
-                edit.replace(start, end, encode_int(len(groups)))
-                return end
-
-            end = walk(footer, at, ordinal)
-            groups.append(edit.result(at, end))
-            return end
-
-        def top(number: int, kind: int, header: int, start: int,
-                footer: bytes = footer) -> int | None:
-            nonlocal rows
-            if number == _META_NUM_ROWS and kind == I64:
-                count, end = int_at(footer, start)
-                rows += count
-                return end
-            if number == _META_ROW_GROUPS and kind == LIST:
-                return walk_structs(footer, start, group_at)
-            return None
-
-        spans: list[Field] = []
-        _whole_footer(footer, top, spans)
-        if footer is footers[0]:
-            first = spans
-    out: list[bytes] = []
+    rows = sum(_take_row_groups(footer, groups) for footer in footers)
     head = footers[0]
-    for f in first:
-        out.append(head[f.header:f.start])  # the same fields in the same order
+    out: list[bytes] = []
+    for f in fields(head)[0]:  # the first footer's fields, in its order
+        out.append(head[f.header:f.start])
         if f.id == _META_NUM_ROWS:
             out.append(encode_int(rows))
         elif f.id == _META_ROW_GROUPS:
@@ -216,6 +183,38 @@ def _merged(footers: tuple[bytes, ...]) -> bytes:
             out.append(head[f.start:f.end])
     out.append(b"\x00")  # the struct's stop
     return b"".join(out)
+
+
+def _take_row_groups(footer: bytes, groups: list[bytes]) -> int:
+    """Append ``footer``'s row groups to ``groups``, each with its ordinal (its place in
+    the file: the same in every footer it is in) renumbered; return its row count."""
+    rows = 0
+
+    def group_at(at: int) -> int:
+        edit = Edit(footer)
+
+        def ordinal(number: int, kind: int, header: int, start: int) -> int | None:
+            if number != _GROUP_ORDINAL or kind != I16:
+                return None
+            end = int_at(footer, start)[1]
+            edit.replace(start, end, encode_int(len(groups)))
+            return end
+
+        end = walk(footer, at, ordinal)
+        groups.append(edit.result(at, end))
+        return end
+
+    def top(number: int, kind: int, header: int, start: int) -> int | None:
+        nonlocal rows
+        if number == _META_NUM_ROWS and kind == I64:
+            rows, end = int_at(footer, start)
+            return end
+        if number == _META_ROW_GROUPS and kind == LIST:
+            return walk_structs(footer, start, group_at)
+        return None
+
+    _whole_footer(footer, top)
+    return rows
 
 
 def file_tail(footer: bytes) -> bytes:

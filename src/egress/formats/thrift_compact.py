@@ -200,9 +200,6 @@ class Edit:
     def replace(self, start: int, end: int, by: bytes) -> None:
         self._changes.append((start, end, by))
 
-    def set_int(self, field: Field, value: int) -> None:
-        self.replace(field.start, field.end, encode_int(value))
-
     def result(self, start: int = 0, end: int | None = None) -> bytes:
         """``data[start:end]`` with the replacements (all inside that span) made."""
         end = len(self._data) if end is None else end
