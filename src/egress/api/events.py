@@ -48,6 +48,8 @@ HEARTBEAT_SECONDS = 15.0
 MAX_PENDING = 16
 #: The rate is measured over about this many seconds of polls.
 RATE_WINDOW_SECONDS = 10.0
+#: How long ``stop`` waits for a store read in flight before it leaves the read behind.
+STOP_WAIT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -246,9 +248,15 @@ class EventHub:
         self.closed = True
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # A read in flight ends first: cancelled, its thread would run on and give its
+            # connection back to a store the app closes next. One that hangs is left.
+            if self._wake is not None:
+                self._wake.set()
+            done, _ = await asyncio.wait({task}, timeout=STOP_WAIT_SECONDS)
+            if not done:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         for subs in list(self._subs.values()):
             for sub in subs:
                 sub.close()
@@ -262,7 +270,7 @@ class EventHub:
 
     async def _run(self) -> None:
         assert self._wake is not None
-        while self._subs:
+        while self._subs and not self.closed:
             self._wake.clear()
             try:
                 await self.poll_once()

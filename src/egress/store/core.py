@@ -76,6 +76,12 @@ _LOG_END = task_events.insert().values(
 )
 
 
+def _close_on_checkin(dbapi_conn: Any, record: Any) -> None:
+    # invalidate: closed now, and a later checkout (a store used after close) reconnects
+    if dbapi_conn is not None:
+        record.invalidate()
+
+
 class SqlCore:
     def __init__(self, url: str, **engine_kwargs: Any) -> None:
         # SQLite has one writer at a time: the threads and processes of egress queue for
@@ -167,6 +173,12 @@ class SqlCore:
                         read_only=True)
 
     def close(self) -> None:
+        """Close the store's connections. One still checked out (a read whose request or
+        poller was cancelled while its thread ran on) is closed when it comes back: left
+        in the pool that ``dispose`` drops, only the garbage collector closed it."""
+        pool = self._engine.pool
+        if not sa.event.contains(pool, "checkin", _close_on_checkin):
+            sa.event.listen(pool, "checkin", _close_on_checkin)
         self._engine.dispose()
         if self._write_lock is not None:
             self._write_lock.close()

@@ -171,6 +171,39 @@ def test_unknown_export_is_gone_and_stop_ends_open_streams(store):
     asyncio.run(scenario())
 
 
+def test_stop_waits_for_the_read_in_flight(store, monkeypatch):
+    # Its thread holds a store connection: stop returning before it ends let the app close
+    # the store under it (the connection then lingered, open, until garbage collected).
+    export, reads = _export(store), []
+    second_started, second_ended = threading.Event(), threading.Event()
+    read = store.export_progress_many
+
+    def slow_read(ids):
+        reads.append(ids)
+        n = len(reads)
+        if n == 2:
+            second_started.set()
+        time.sleep(0.5)
+        try:
+            return read(ids)
+        finally:
+            if n == 2:
+                second_ended.set()
+
+    monkeypatch.setattr(store, "export_progress_many", slow_read)
+
+    async def scenario() -> None:
+        hub = EventHub(store, interval=0.05)
+        sub = hub.subscribe(export.id)
+        await _first(sub)
+        assert await asyncio.to_thread(second_started.wait, 30.0)
+        await hub.stop()
+        assert second_ended.is_set()
+        assert hub.watched == [] and len(reads) == 2
+
+    asyncio.run(scenario())
+
+
 def test_heartbeat_when_nothing_happens(store):
     export = _export(store)
 

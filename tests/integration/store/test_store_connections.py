@@ -248,3 +248,27 @@ def test_warming_never_opens_more_than_the_pool_keeps(tmp_path: Path) -> None:
         assert store.engine.pool.checkedin() == 3
     finally:
         store.close()
+
+
+def test_a_connection_still_in_use_at_close_is_closed_when_it_comes_back(
+        store: SqlJobStore) -> None:
+    # A read left running by a cancelled request or poller gives its connection back
+    # after close(): it is closed then, not left for the garbage collector.
+    conn = store.engine.connect()
+    raw = conn.connection.dbapi_connection
+    conn.execute(sa.text("SELECT 1"))
+    store.close()
+    assert not _closed(raw)  # still in use: close() leaves it alone
+    conn.close()
+    assert _closed(raw)
+    assert store.now() > 0  # a store used after close connects anew
+
+
+def _closed(dbapi_conn: object) -> bool:
+    if hasattr(dbapi_conn, "broken"):  # psycopg
+        return bool(dbapi_conn.closed)  # type: ignore[attr-defined]
+    try:  # sqlite3 has no flag: a closed connection refuses to work
+        dbapi_conn.execute("SELECT 1")  # type: ignore[attr-defined]
+    except Exception:
+        return True
+    return False
