@@ -175,33 +175,41 @@ def test_stop_waits_for_the_read_in_flight(store, monkeypatch):
     # Its thread holds a store connection: stop returning before it ends let the app close
     # the store under it (the connection then lingered, open, until garbage collected).
     export, reads = _export(store), []
-    second_started, second_ended = threading.Event(), threading.Event()
+    second_started, release, second_ended = (threading.Event(), threading.Event(),
+                                             threading.Event())
     read = store.export_progress_many
 
-    def slow_read(ids):
+    def held_read(ids):
         reads.append(ids)
         n = len(reads)
-        if n == 2:
+        if n == 2:  # the second read holds on until the test lets it go
             second_started.set()
-        time.sleep(0.5)
+            release.wait(30.0)
         try:
             return read(ids)
         finally:
             if n == 2:
                 second_ended.set()
 
-    monkeypatch.setattr(store, "export_progress_many", slow_read)
+    monkeypatch.setattr(store, "export_progress_many", held_read)
 
     async def scenario() -> None:
         hub = EventHub(store, interval=0.05)
         sub = hub.subscribe(export.id)
         await _first(sub)
         assert await asyncio.to_thread(second_started.wait, 30.0)
-        await hub.stop()
+        stopping = asyncio.create_task(hub.stop())
+        await asyncio.sleep(0.2)
+        assert not stopping.done()  # waiting for the read
+        release.set()
+        await asyncio.wait_for(stopping, 30.0)
         assert second_ended.is_set()
-        assert hub.watched == [] and len(reads) == 2
+        assert hub.watched == [] and len(reads) == 2  # and no read after it
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
 
 
 def test_heartbeat_when_nothing_happens(store):
