@@ -184,6 +184,15 @@ def test_bytes_that_are_no_footer_are_refused(bad: bytes) -> None:
         moved(bad, 1)
 
 
+def test_a_struct_without_row_groups_is_no_footer_to_merge() -> None:
+    # well-formed Thrift (field 1 an i32, field 3 an i64, the stop), but no field 4
+    struct_only = b"\x15\x02\x26" + encode_int(7) + b"\x00"
+    good = footer_of(written(rows=100, row_group=50))
+    for footers in ([struct_only], [good, struct_only]):
+        with pytest.raises(ValueError, match="no list of row groups"):
+            merged(footers)
+
+
 def test_integers_and_list_headers_encode_as_the_protocol_says() -> None:
     # zigzag varints: 0 → 00, -1 → 01, 1 → 02, 64 → 80 01
     assert [encode_int(v) for v in (0, -1, 1, -64, 64)] == [

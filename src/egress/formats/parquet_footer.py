@@ -26,12 +26,12 @@ from egress.formats.thrift_compact import (
     LIST,
     STRUCT,
     Edit,
+    Field,
     ThriftError,
     Visit,
     checked,
     encode_int,
     encode_list_header,
-    fields,
     int_at,
     walk,
     walk_structs,
@@ -151,9 +151,10 @@ def moved(footer: bytes, delta: int) -> bytes:
     return edit.result()
 
 
-def _whole_footer(footer: bytes, visit: Visit) -> None:
-    """Walk the whole footer with ``visit``; bytes that are not one struct are refused."""
-    end = checked(lambda: walk(footer, 0, visit))
+def _whole_footer(footer: bytes, visit: Visit, spans: list[Field] | None = None) -> None:
+    """Walk the whole footer with ``visit`` (its top-level fields into ``spans``, if
+    given); bytes that are not one struct are refused."""
+    end = checked(lambda: walk(footer, 0, visit, spans))
     if end != len(footer):
         raise ThriftError("bytes left after the footer's struct")
 
@@ -170,10 +171,11 @@ def merged(footers: Sequence[bytes]) -> bytes:
 @lru_cache(maxsize=2)  # the planning dry run and the commit ask for the same footer
 def _merged(footers: tuple[bytes, ...]) -> bytes:
     groups: list[bytes] = []
-    rows = sum(_take_row_groups(footer, groups) for footer in footers)
+    rows, first = _take_row_groups(footers[0], groups)
+    rows += sum(_take_row_groups(footer, groups)[0] for footer in footers[1:])
     head = footers[0]
     out: list[bytes] = []
-    for f in fields(head)[0]:  # the first footer's fields, in its order
+    for f in first:  # the first footer's fields, in its order
         out.append(head[f.header:f.start])
         if f.id == _META_NUM_ROWS:
             out.append(encode_int(rows))
@@ -185,9 +187,10 @@ def _merged(footers: tuple[bytes, ...]) -> bytes:
     return b"".join(out)
 
 
-def _take_row_groups(footer: bytes, groups: list[bytes]) -> int:
+def _take_row_groups(footer: bytes, groups: list[bytes]) -> tuple[int, list[Field]]:
     """Append ``footer``'s row groups to ``groups``, each with its ordinal (its place in
-    the file: the same in every footer it is in) renumbered; return its row count."""
+    the file: the same in every footer it is in) renumbered; return its row count and
+    its top-level fields."""
     rows = 0
 
     def group_at(at: int) -> int:
@@ -213,8 +216,11 @@ def _take_row_groups(footer: bytes, groups: list[bytes]) -> int:
             return walk_structs(footer, start, group_at)
         return None
 
-    _whole_footer(footer, top)
-    return rows
+    spans: list[Field] = []
+    _whole_footer(footer, top, spans)
+    if not any(f.id == _META_ROW_GROUPS for f in spans):
+        raise ValueError("not a Parquet footer: no list of row groups")
+    return rows, spans
 
 
 def file_tail(footer: bytes) -> bytes:
