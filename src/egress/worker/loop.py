@@ -155,7 +155,6 @@ class Worker:
             return self._run(exit_when_idle)
 
     def _run(self, exit_when_idle: bool) -> int:
-        log.info("worker started", extra={"worker": self.name, "concurrency": self.concurrency})
         slots = [
             threading.Thread(target=in_context(self._slot), name=f"slot-{i}", daemon=True)
             for i in range(self.concurrency)
@@ -175,6 +174,9 @@ class Worker:
         for t in (*slots, reconciler, poller, dispatcher):
             self.health.beat(t.name, allowance=waits.get(t.name, 0.0))
             t.start()
+        # Said once its threads run (start() returns when a thread is up): whoever waits
+        # for this line finds the whole worker, not its first thread alone.
+        log.info("worker started", extra={"worker": self.name, "concurrency": self.concurrency})
         try:
             self.health.beat("main", allowance=self.settings.worker.poll_seconds)
             while not self.stopping.wait(self.settings.worker.poll_seconds):
