@@ -19,7 +19,6 @@ from egress.engine.stitch import stitch_results
 from egress.manager import export_source, open_sink
 from egress.redact import redact_url
 from egress.sources.base import TableInfo
-from egress.sources.trino import info_from_columns
 from egress.store.base import WorkerStore
 
 log = logging.getLogger(__name__)
@@ -39,8 +38,13 @@ def finalize_export(store: WorkerStore, settings: Settings, export_id: str,
     url = settings.source_url(export.source)
     # a remote engine's tables are described as their result was (no catalog query)
     infos = dict(described or {})
-    infos.update({t.table: info_from_columns(t.table, t.result_columns)
-                  for t in tasks if t.result_columns})
+    if any(t.result_columns for t in tasks):
+        # here, not with the module: the Trino client's httpx is ~60 ms of every worker's
+        # start-up, and only remote exports need it
+        from egress.sources.trino import info_from_columns
+
+        infos.update({t.table: info_from_columns(t.table, t.result_columns)
+                      for t in tasks if t.result_columns})
     missing = sorted({t.table for t in tasks} - infos.keys())
     if missing:
         source = export_source(settings, export)

@@ -25,9 +25,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint, FileRecord, TaskSpec
@@ -44,10 +42,16 @@ from egress.failures import describe_failure
 from egress.manager import open_sink
 from egress.sinks.base import Sink
 from egress.sources.query import Query
-from egress.sources.trino import TrinoSource, info_from_columns, quote_literal
-from egress.sources.trino_client import QueryResults
 from egress.store.base import WorkerStore
 from egress.worker.finalize import finalize_export
+
+if TYPE_CHECKING:
+    from egress.sources.trino import TrinoSource
+    from egress.sources.trino_client import QueryResults
+
+# The Trino source and its HTTP client (httpx) are imported where a remote task needs
+# them: every worker runs this module's poller, and most never meet a remote engine
+# (httpx and what it imports were ~100 ms of a worker's start-up).
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,8 @@ def open_remote(settings: Settings, export: ExportRecord) -> TrinoSource:
             "missing role: an export from a remote engine runs with the role its request "
             "names (--role, or \"role\" in the API); there is no worker-wide default")
     query = opts.get("query")
+    from egress.sources.trino import TrinoSource
+
     return TrinoSource(settings.source_url(export.source),
                        Query.from_json(query) if query else None,
                        settings.export.query_timeout_seconds, role=role,
@@ -90,6 +96,8 @@ def unload_folder(task: TaskRecord) -> str:
 
 def unload_sql(source: TrinoSource, table: str, location: str) -> str:
     """Starburst's ``system.unload`` writing ``table``'s result as Parquet to ``location``."""
+    from egress.sources.trino import quote_literal
+
     return ("SELECT * FROM TABLE(system.unload(\n"
             f"  input => TABLE({source.result_sql(table)}),\n"
             f"  location => {quote_literal(location)},\n"
@@ -128,6 +136,8 @@ class RemoteWork:
         return "submitted"
 
     def _first_call(self, source: TrinoSource, sql: str) -> QueryResults:
+        import httpx
+
         r = self.settings.remote
         for attempt in range(r.first_call_retries + 1):
             try:
@@ -149,6 +159,8 @@ class RemoteWork:
         source = open_remote(self.settings, export)
         source.start_uri = task.next_uri
         source.result_columns = task.result_columns
+        from egress.sources.trino import info_from_columns
+
         return source, info_from_columns(task.table, task.result_columns or [])
 
     def cancel_stream(self, source: Any) -> None:

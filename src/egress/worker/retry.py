@@ -18,7 +18,6 @@ import random
 import sqlite3
 
 from egress.exceptions import EgressError, SinkError, SourceError, StoreError
-from egress.sinks.s3_client import is_transient as s3_transient
 from egress.sources.pg_errors import sqlstate_transient
 
 _NETWORK_ERRNOS = frozenset({
@@ -28,7 +27,9 @@ _NETWORK_ERRNOS = frozenset({
 
 
 def _driver_transient(exc: BaseException) -> bool | None:
-    """The verdict of a database or S3 driver's error class; None when not a driver's."""
+    """The verdict of a database or S3 driver's error class; None when not a driver's.
+    The drivers are imported here, not with the module: a worker's start-up would pay for
+    botocore (~40 ms) and psycopg whatever its exports read and write."""
     import adbc_driver_manager
     import botocore.exceptions as boto
     import psycopg
@@ -51,6 +52,8 @@ def _driver_transient(exc: BaseException) -> bool | None:
         return False
     if isinstance(exc, boto.ClientError | boto.BotoCoreError):
         # the S3 sink's own table: 5xx, 429, throttling, timeouts, dropped connections
+        from egress.sinks.s3_client import is_transient as s3_transient
+
         return s3_transient(exc)
     return None
 
