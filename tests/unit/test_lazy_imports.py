@@ -45,3 +45,22 @@ def test_defer_leaves_an_imported_or_unknown_module_alone() -> None:
         print(sys.modules["json"] is json, "no_such_module_here" in sys.modules)
     """)
     assert out == "True False"
+
+
+def test_only_a_parquet_export_loads_pyarrow_parquet(tmp_path) -> None:
+    """Parquet's module (pyarrow.parquet, ~30 ms of a start-up) is loaded by the first
+    Parquet export, not by a text export or an idle worker."""
+    out = _run(f"""
+        import sqlite3, sys
+        db = sqlite3.connect({str(tmp_path / "t.db")!r})
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        db.execute("INSERT INTO t VALUES (1, 'a')")
+        db.commit()
+        import egress
+        url = "sqlite:///{tmp_path / "t.db"}"
+        egress.export(url, ["t"], to={str(tmp_path / "csv")!r}, format="csv")
+        seen = ["pyarrow.parquet" in sys.modules]
+        egress.export(url, ["t"], to={str(tmp_path / "parquet")!r}, format="parquet")
+        print(seen + ["pyarrow.parquet" in sys.modules])
+    """)
+    assert out == "[False, True]"

@@ -17,8 +17,6 @@ from egress.engine.selection import selected_schema
 from egress.engine.sizes import SizeLimits, check_batch
 from egress.exceptions import ConfigError
 from egress.formats import get_compression, make_format, resolve_compression
-from egress.formats.parquet import DICTIONARY_SAMPLE, planned_dictionary
-from egress.formats.parquet import planned_options as parquet_layout
 from egress.sources.base import Source, TableInfo
 
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
@@ -38,6 +36,8 @@ def format_options(
         opts.setdefault("table", table.name)
         opts.setdefault("primary_key", list(table.primary_key))
     if fmt == "parquet":
+        from egress.formats.parquet import planned_options as parquet_layout
+
         opts.setdefault("compression", compression)
         for name, value in parquet_layout(opts["compression"]).items():
             opts.setdefault(name, value)
@@ -75,6 +75,8 @@ def plan_task(
     read = (Predicate(predicate.conditions if predicate else (), key_range=key_range)
             if key_range is not None else predicate)
     if format == "parquet" and "dictionary_columns" not in opts:
+        from egress.formats.parquet import DICTIONARY_SAMPLE, planned_dictionary
+
         # chosen once, from the task's first rows; every part considers only these
         opts["dictionary_columns"] = planned_dictionary(
             selected_schema(table, columns),

@@ -9,16 +9,25 @@ from egress.formats.base import Format
 from egress.formats.compression import COMPRESSIONS, Compression, get_compression
 from egress.formats.csv import CsvFormat
 from egress.formats.jsonl import JsonArrayFormat, JsonLinesFormat
-from egress.formats.parquet import CODECS as PARQUET_CODECS
-from egress.formats.parquet import DEFAULT_CODEC, ParquetFormat
+from egress.formats.parquet_codecs import CODECS as PARQUET_CODECS
+from egress.formats.parquet_codecs import DEFAULT_CODEC
 from egress.formats.sql import SqlDumpFormat
 
+
+def _parquet() -> Any:
+    # on first use: its module imports pyarrow.parquet (~30 ms of every start-up)
+    from egress.formats.parquet import ParquetFormat
+
+    return ParquetFormat
+
+
+#: Each format's class; Parquet's is a function that imports it.
 FORMATS: dict[str, Any] = {
     "csv": CsvFormat,
     "jsonl": JsonLinesFormat,
     "json": JsonArrayFormat,
     "sql": SqlDumpFormat,
-    "parquet": ParquetFormat,
+    "parquet": _parquet,
 }
 
 
@@ -50,6 +59,8 @@ def resolve_compression(format: str, compression: str | None) -> str:
 def make_format(name: str, options: dict[str, Any]) -> Format:
     """A format instance; ``options`` are the format's keyword arguments."""
     cls = FORMATS[check_format(name)]
+    if cls is _parquet:
+        cls = _parquet()
     try:
         return cls(**options)
     except (TypeError, ValueError) as exc:

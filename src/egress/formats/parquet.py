@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from egress.formats import render
 from egress.formats.base import PartBytes
+from egress.formats.parquet_codecs import CODECS, DEFAULT_CODEC
 from egress.formats.parquet_footer import (
     MAGIC,
     CollectedFile,
@@ -33,9 +34,7 @@ from egress.formats.parquet_footer import (
 )
 from egress.memory import part_buffer_pool
 
-CODECS = {"none": "none", "gzip": "gzip", "zstd": "zstd", "snappy": "snappy"}
-#: Parquet written without ``--compression``: see docs/formats.md for the measurements
-DEFAULT_CODEC = "zstd"
+__all__ = ["CODECS", "DEFAULT_CODEC", "ParquetFormat", "planned_dictionary", "planned_options"]
 MiB = 1024 * 1024
 #: A row group ends at this many rows or once its rows hold this many bytes in Arrow,
 #: whichever comes first. pyarrow encodes a row group from rows held in memory (and a
