@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from egress.exceptions import ConfigError, UnknownNameError
@@ -14,19 +15,19 @@ from egress.formats.parquet_codecs import DEFAULT_CODEC
 from egress.formats.sql import SqlDumpFormat
 
 
-def _parquet() -> Any:
-    # on first use: its module imports pyarrow.parquet (~30 ms of every start-up)
+def _parquet() -> type[Format]:
+    # its module imports pyarrow.parquet: ~30 ms of every start-up, loaded on first use
     from egress.formats.parquet import ParquetFormat
 
     return ParquetFormat
 
 
-#: Each format's class; Parquet's is a function that imports it.
-FORMATS: dict[str, Any] = {
-    "csv": CsvFormat,
-    "jsonl": JsonLinesFormat,
-    "json": JsonArrayFormat,
-    "sql": SqlDumpFormat,
+#: Each format's class by name, as a function that returns it (Parquet's imports it).
+FORMATS: dict[str, Callable[[], type[Format]]] = {
+    "csv": lambda: CsvFormat,
+    "jsonl": lambda: JsonLinesFormat,
+    "json": lambda: JsonArrayFormat,
+    "sql": lambda: SqlDumpFormat,
     "parquet": _parquet,
 }
 
@@ -58,9 +59,7 @@ def resolve_compression(format: str, compression: str | None) -> str:
 
 def make_format(name: str, options: dict[str, Any]) -> Format:
     """A format instance; ``options`` are the format's keyword arguments."""
-    cls = FORMATS[check_format(name)]
-    if cls is _parquet:
-        cls = _parquet()
+    cls: Any = FORMATS[check_format(name)]()
     try:
         return cls(**options)
     except (TypeError, ValueError) as exc:
