@@ -100,25 +100,44 @@ print(json.dumps({"wall": wall, "cpu": cpu, "bytes": size, **stages}))
 STAGES = ("start-up", "read-ahead", "encode", "commit", "sha256")
 
 
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name; None once it ended."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _children_of(pid: int) -> list[int]:
+    """The processes ``pid`` started and has not reaped. The kernel's list of them is
+    read where it has one: scanning all of ``/proc`` every 20 ms cost the sampler ~9 % of
+    a core, taken from the run it measures."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(child) for child in f.read().split()]
+    except OSError:  # a kernel without CONFIG_PROC_CHILDREN
+        found = []
+        for entry in os.scandir("/proc"):
+            fields = _stat_fields(entry.name) if entry.name.isdigit() else None
+            if fields is not None and int(fields[1]) == pid:
+                found.append(int(entry.name))
+        return found
+
+
 def _server_processes(datadir: Path) -> tuple[int, dict[int, int]]:
     """The postmaster's pid, and the CPU ticks of each process it started (``/proc``)."""
     postmaster = int((datadir / "data" / "postmaster.pid").read_text().split()[0])
-    children: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        pid, ppid = int(entry.name), int(fields[1])
-        if pid == postmaster:
-            # utime stime cutime cstime: with the children it has reaped
-            children[pid] = sum(int(x) for x in fields[11:15])
-        elif ppid == postmaster:
-            children[pid] = int(fields[11]) + int(fields[12])
-    return postmaster, children
+    ticks: dict[int, int] = {}
+    fields = _stat_fields(postmaster)
+    if fields is not None:
+        # utime stime cutime cstime: with the children it has reaped
+        ticks[postmaster] = sum(int(x) for x in fields[11:15])
+    for child in _children_of(postmaster):
+        fields = _stat_fields(child)
+        if fields is not None:  # None: ended meanwhile
+            ticks[child] = int(fields[11]) + int(fields[12])
+    return postmaster, ticks
 
 
 def server_cpu(datadir: Path) -> float:
