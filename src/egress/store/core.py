@@ -93,6 +93,8 @@ class SqlCore:
             secure_sqlite_files(Path(str(parsed.database)))  # it holds secrets: 0600
             self._write_lock = WriteLock(Path(f"{parsed.database}-writelock"))
         self._engine = make_engine(url, write_lock=self._write_lock, **engine_kwargs)
+        #: the pool ``close`` last disposed, listened to for late check-ins
+        self._closed_pool: object | None = None
         self.dialect = self._engine.dialect.name
         self._writer: contextlib.AbstractContextManager[object] = (
             self._write_lock or contextlib.nullcontext()
@@ -177,8 +179,11 @@ class SqlCore:
         poller was cancelled while its thread ran on) is closed when it comes back: left
         in the pool that ``dispose`` drops, only the garbage collector closed it."""
         pool = self._engine.pool
-        if not sa.event.contains(pool, "checkin", _close_on_checkin):
+        # Not ``sa.event.contains``: its registry is keyed by id(), and a pool that takes
+        # the id of a garbage-collected one (stores come and go) looked listened to already.
+        if pool is not self._closed_pool:
             sa.event.listen(pool, "checkin", _close_on_checkin)
+            self._closed_pool = pool
         self._engine.dispose()
         if self._write_lock is not None:
             self._write_lock.close()
