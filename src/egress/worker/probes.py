@@ -35,6 +35,11 @@ PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:egress:problem:"
 #: Seconds a probe connection may sit idle (a client that never sends holds a thread).
 REQUEST_TIMEOUT = 10.0
+#: How often the serving loop looks for :meth:`ProbeServer.stop` between requests: the
+#: longest a stopping worker waits for it (at 0.5 s, the default of the standard library,
+#: every SIGTERM'd worker took up to half a second longer to exit). 20 idle wake-ups a
+#: second cost no measurable CPU.
+POLL_SECONDS = 0.05
 
 
 class ProbePortError(ConfigError):
@@ -80,7 +85,7 @@ class ProbeServer:
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="probes",
-                                        kwargs={"poll_interval": 0.5}, daemon=True)
+                                        kwargs={"poll_interval": POLL_SECONDS}, daemon=True)
         self._thread.start()
         log.info("probes listening", extra={"host": self.host, "port": self.port,
                                             "paths": "/metrics /healthz /readyz"})
