@@ -113,8 +113,9 @@ def test_probe_server_answers_health_readiness_and_metrics() -> None:
 
 
 def test_the_probe_server_stops_without_waiting_out_a_long_poll() -> None:
-    # serve_forever() notices a stop only between polls: at the standard library's 0.5 s
-    # these ten stops take ~2.5 s (under 1.5 s by chance about once in a hundred runs)
+    # serve_forever() notices a stop only at its next poll, and a stop just after a
+    # request waits out nearly a whole one: at the standard library's 0.5 s these ten
+    # stops took 5.8 s
     took = 0.0
     for _ in range(10):
         server = ProbeServer(FakeStore(), Heartbeats(), host="127.0.0.1",  # type: ignore[arg-type]
