@@ -18,8 +18,8 @@ from egress.config import Settings
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord
 from egress.domain.progress import ExportProgress, TaskProgress, retry_notice, shown_task_state
 from egress.domain.ranges import KeyRange
-from egress.manager import export_root
 from egress.store.base import JobStore
+from egress.stored_exports import export_root
 
 ACTIVE = (ExportState.QUEUED, ExportState.RUNNING)
 

@@ -1,7 +1,10 @@
 """Use cases shared by the CLI, the HTTP API, the web page and the worker.
 
 Nothing here speaks SQL (the store does) or HTTP (the API does): these functions check
-a request against the settings and the source's catalog, then call the store.
+a request against the settings and the source's catalog, then call the store. The use
+cases on exports already stored (find, list, cancel, retry, delete, their files) are in
+``egress.stored_exports``, without this module's imports of the sources and the engine;
+they are offered here too.
 """
 
 from __future__ import annotations
@@ -9,38 +12,48 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from egress.catalog_cache import CatalogCache
 from egress.config import Settings
 from egress.domain.access import AuditEntry
-from egress.domain.checkpoint import Checkpoint
 from egress.domain.ids import new_id
 from egress.domain.jobs import ExportRecord, ExportState, TaskRecord, TaskState
 from egress.domain.ranges import SEQ_STRIDE, check_split
 from egress.engine.copied import check_server_csv
-from egress.engine.manifest import MANIFEST, SUCCESS
 from egress.engine.selection import check_selection
 from egress.engine.split import check_split_export, check_splittable, split_asked
-from egress.exceptions import ConfigError, NotFoundError
+from egress.exceptions import ConfigError
 from egress.formats import resolve_compression
 from egress.formats.csv import DIALECTS as CSV_DIALECTS
-from egress.sinks import sink_from_destination
-from egress.sinks.base import Sink
-from egress.sinks.local import LocalSink
 from egress.sources import is_remote, open_source, source_kind
 from egress.sources.base import Source, TableInfo
 from egress.sources.protection import protect
 from egress.sources.query import Query, check_query
 from egress.sources.snapshots import SNAPSHOT_AND_SERVER_CSV
-from egress.store.base import JobStore, WorkerStore
+from egress.store.base import JobStore
+from egress.stored_exports import (
+    DEFAULT_PROJECT,
+    cancel_export,
+    check_project,
+    delete_export,
+    export_id_in,
+    export_root,
+    get_export,
+    list_exports,
+    open_sink,
+    remove_outputs,
+    retry_export,
+)
 
-DEFAULT_PROJECT = "default"
-_PROJECT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+__all__ = [
+    "DEFAULT_PROJECT", "EXPORT_OPTIONS", "ExportRequest", "cancel_export", "check_project",
+    "check_snapshot_source", "create_export", "create_export_planned", "delete_export",
+    "export_id_in", "export_root", "export_source", "format_options_of", "get_export",
+    "list_exports", "open_export_source", "open_sink", "remove_outputs", "retry_export",
+]
+
 #: Options an export request may carry, with what they mean.
 EXPORT_OPTIONS = {
     "role": "remote engines: the role the engine runs the export's queries as (required)",
@@ -66,15 +79,6 @@ EXPORT_OPTIONS = {
                    "per table with the bytes one task would write (tables with a "
                    "one-column key, no filters); absent: one file where that applies",
 }
-
-
-def check_project(name: str) -> str:
-    if not _PROJECT.match(name):
-        raise ConfigError(
-            f"bad project name {name!r}: use 1–63 lowercase letters, digits, '-' or '_', "
-            "starting with a letter or digit"
-        )
-    return name
 
 
 @dataclass(frozen=True)
@@ -354,73 +358,6 @@ def check_snapshot_source(url: str) -> None:
                       f"{kind}, whose workers cannot share one snapshot{also}")
 
 
-def get_export(store: JobStore, project: str, export_id: str) -> ExportRecord:
-    export = store.export_get(project, export_id)
-    if export is None:
-        raise NotFoundError(f"no export {export_id!r} in project {project!r}")
-    return export
-
-
-def list_exports(
-    store: JobStore,
-    project: str,
-    *,
-    states: Sequence[ExportState] | None = None,
-    limit: int = 50,
-    before_id: str | None = None,
-) -> list[ExportRecord]:
-    return store.export_list(project, states=states, limit=limit, before_id=before_id)
-
-
-def cancel_export(store: JobStore, project: str, export_id: str) -> ExportRecord:
-    export = store.export_cancel(project, export_id)
-    if export is None:
-        raise NotFoundError(f"no export {export_id!r} in project {project!r}")
-    return export
-
-
-def retry_export(store: JobStore, project: str, export_id: str,
-                 settings: Settings | None = None) -> ExportRecord:
-    """A failed export continues from its checkpoints; one that read a snapshot starts
-    over (its files are removed first: its snapshot died with it, and the rows already
-    written are of that snapshot, never to be mixed with a new one). ``settings``: needed
-    for the latter."""
-    export = get_export(store, project, export_id)
-    if export.state is not ExportState.FAILED:
-        raise ConfigError(f"only a failed export can be retried; {export_id} is {export.state}")
-    if export.options.get("snapshot") and export.cleaned_at is None:
-        if settings is None:
-            raise ConfigError("retrying a snapshot export removes its files: pass the settings")
-        if any(t.state.value == "running" for t in store.task_list(export_id)):
-            raise ConfigError(f"export {export_id} still has a task stopping after its "
-                              "failure; retry in a few seconds")
-        remove_outputs(store, settings, export)
-        store.export_mark_cleaned(export_id)  # every task then starts over (export_retry)
-    retried = store.export_retry(project, export_id)
-    if retried is None:
-        raise NotFoundError(f"no export {export_id!r} in project {project!r}")
-    if retried.state is ExportState.FAILED:
-        raise ConfigError(
-            f"export {export_id} still has a task stopping after its failure; "
-            "retry in a few seconds"
-        )
-    return retried
-
-
-def delete_export(store: JobStore, settings: Settings, project: str, export_id: str) -> None:
-    export = get_export(store, project, export_id)
-    if not export.state.terminal:
-        raise ConfigError(f"cancel export {export_id} before deleting it (it is {export.state})")
-    remove_outputs(store, settings, export)
-    store.export_delete(project, export_id)
-
-
-def export_root(settings: Settings, export: ExportRecord) -> Path:
-    """Where a local destination keeps one export's files: ``PATH/PROJECT/EXPORT_ID``."""
-    dest = settings.destination(export.destination)
-    return Path(dest["path"]) / check_project(export.project) / export.id
-
-
 def open_export_source(settings: Settings, url: str, query: Query | None = None) -> Source:
     """The source an export reads: the database at ``url``, or ``query`` on it."""
     return open_source(url, query, settings.export.query_timeout_seconds)
@@ -446,45 +383,3 @@ def export_source(settings: Settings, export: ExportRecord) -> Source:
     except BaseException:
         source.close()
         raise
-
-
-def open_sink(settings: Settings, export: ExportRecord, *, staging: bool = True) -> Sink:
-    """The sink of one export: ``PATH/PROJECT/EXPORT_ID`` or ``s3://BUCKET/PREFIX/PROJECT/ID``
-    (``staging``: a local sink makes its staging area; a finalizer's does not)."""
-    dest = settings.destination(export.destination)
-    if dest.get("type", "local") == "local":
-        return LocalSink(export_root(settings, export), staging=staging)
-    return sink_from_destination(dest).for_export(check_project(export.project), export.id)
-
-
-def export_id_in(name: str) -> str | None:
-    """The export whose folder holds ``name``, a path under a destination as ``open_sink``
-    lays them out (``PROJECT/EXPORT_ID/FILE``); None for a path outside that layout."""
-    segments = name.split("/")
-    return segments[1] if len(segments) >= 3 and segments[1] else None
-
-
-def remove_outputs(store: WorkerStore, settings: Settings, export: ExportRecord) -> None:
-    """Remove every file of an export (cancelled, failed for good, or deleted), and abort
-    its multipart uploads."""
-    dest = settings.destination(export.destination)
-    if dest.get("type", "local") == "local":
-        shutil.rmtree(export_root(settings, export), ignore_errors=True)
-        return
-    sink = open_sink(settings, export)
-    for task in store.task_list(export.id):
-        if not task.checkpoint:
-            continue
-        cp = Checkpoint.from_json(task.checkpoint)
-        if cp.open_file is not None:
-            sink.abort_file(cp.open_file.name, cp.open_file.sink_state)
-        for f in cp.files:
-            sink.delete(f.name)
-        stitched = (task.spec or {}).get("stitch_name")
-        if stitched:  # a stitched split's file, if the finalize that made it then failed
-            sink.delete(stitched)
-    abort = getattr(sink, "abort_orphaned_uploads", None)
-    if abort is not None:
-        abort(0.0)  # uploads a crash left unrecorded: the export owns its whole prefix
-    for name in (SUCCESS, MANIFEST):
-        sink.delete(name)

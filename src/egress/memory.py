@@ -15,13 +15,24 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def use_system_allocator() -> None:
-    if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
-        pa.set_memory_pool(pa.system_memory_pool())
+    """Before pyarrow is imported, through the variable Arrow reads when it makes its
+    default pool (a command that never needs Arrow, such as ``egress jobs ls``, does not
+    pay 0.1 s to import it); after, by setting the pool."""
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    arrow = sys.modules.get("pyarrow")
+    if arrow is None:
+        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+    else:
+        arrow.set_memory_pool(arrow.system_memory_pool())
 
 
 _part_pool: pa.MemoryPool | None = None
@@ -36,6 +47,8 @@ def part_buffer_pool() -> pa.MemoryPool:
     system CPU (docs/benchmarks.md, session 27). Fresh pages from ``mmap`` for each
     buffer instead would cost 18 ms a part in page faults on this machine."""
     global _part_pool
+    import pyarrow as pa
+
     if _part_pool is None:
         try:
             _part_pool = pa.jemalloc_memory_pool()

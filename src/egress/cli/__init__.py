@@ -1,31 +1,54 @@
 """The ``egress`` command line.
 
-Each subcommand lives in its own module of this package and is registered on ``main``
-below. ``main`` turns every ``EgressError`` into one line on stderr and an exit code
-(see :mod:`egress.cli.errors`): a user never sees a traceback for a bad input.
+Each subcommand lives in its own module of this package, named in ``SUBCOMMANDS`` below
+and imported only when it runs. ``main`` turns every ``EgressError`` into one line on
+stderr and an exit code (see :mod:`egress.cli.errors`): a user never sees a traceback
+for a bad input.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import click
 
 from egress import __version__
-from egress.cli.audit import audit
-from egress.cli.config import config_group
-from egress.cli.demo import demo_command
 from egress.cli.errors import EXIT_INTERRUPTED, exit_code_for, one_line
-from egress.cli.export import export_command
-from egress.cli.jobs import COMMANDS as JOB_COMMANDS
-from egress.cli.serve import serve
-from egress.cli.tokens import COMMANDS as TOKEN_COMMANDS
 from egress.exceptions import EgressError
 from egress.memory import skip_final_collections, use_system_allocator
 
+#: Each subcommand and where it is defined: a module is imported only when its command
+#: runs (or ``--help`` lists them all), so an operator's ``egress jobs ls`` does not load
+#: the export engine, and ``egress export`` does not load the job store.
+SUBCOMMANDS = {
+    "audit": "egress.cli.audit:audit",
+    "config": "egress.cli.config:config_group",
+    "demo": "egress.cli.demo:demo_command",
+    "export": "egress.cli.export:export_command",
+    "jobs": "egress.cli.jobs:jobs",
+    "migrate": "egress.cli.jobs:migrate",
+    "serve": "egress.cli.serve:serve",
+    "tokens": "egress.cli.tokens:tokens",
+    "worker": "egress.cli.jobs:worker",
+}
+
 
 class EgressGroup(click.Group):
-    """A click group whose subcommands report egress errors as ``egress: error: …``."""
+    """A click group whose subcommands report egress errors as ``egress: error: …``,
+    each imported when it is first asked for (``SUBCOMMANDS``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *SUBCOMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        known = super().get_command(ctx, cmd_name)
+        if known is not None or cmd_name not in SUBCOMMANDS:
+            return known
+        module, _, name = SUBCOMMANDS[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module), name)
+        assert isinstance(command, click.Command), SUBCOMMANDS[cmd_name]
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -44,16 +67,6 @@ class EgressGroup(click.Group):
 def main() -> None:
     """egress: long exports of large databases as durable, resumable jobs."""
     use_system_allocator()
-
-
-main.add_command(export_command)
-main.add_command(demo_command)
-main.add_command(serve)
-main.add_command(audit)
-main.add_command(config_group)
-for _command in (*JOB_COMMANDS, *TOKEN_COMMANDS):
-    main.add_command(_command)
-
 
 
 def run() -> None:

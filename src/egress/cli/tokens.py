@@ -12,7 +12,7 @@ import json
 
 import click
 
-from egress import manager
+from egress import stored_exports
 from egress.cli.jobs import home_option, json_option, open_store
 from egress.config import load_settings
 from egress.domain.access import (
@@ -54,7 +54,7 @@ def tokens() -> None:
 def tokens_create(home: str | None, project: str, scopes: str, name: str,
                   as_json: bool) -> None:
     """Make a token; prints it once (only its hash is stored)."""
-    manager.check_project(project)
+    stored_exports.check_project(project)
     wanted = check_scopes([s.strip() for s in scopes.split(",") if s.strip()])
     check_token_name(name)
     settings = load_settings(home)
@@ -112,5 +112,3 @@ def tokens_revoke(home: str | None, token_id: str, project: str | None) -> None:
         raise NotFoundError(f"no token {token_id!r}{where}")
     click.echo(f"{record.id}  revoked {_when(record.revoked_at)}")
 
-
-COMMANDS = [tokens]

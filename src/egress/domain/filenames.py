@@ -6,6 +6,12 @@ from __future__ import annotations
 import hashlib
 import re
 
+#: The names egress writes beside the data files (engine/naming.py keeps data files
+#: off them).
+MANIFEST = "manifest.json"
+SUCCESS = "_SUCCESS"
+STATE_DIR = ".egress"
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 

@@ -11,14 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from egress.domain.checkpoint import TaskSpec
-from egress.domain.filenames import name_hash, safe_base_name
+from egress.domain.filenames import MANIFEST, STATE_DIR, SUCCESS, name_hash, safe_base_name
 from egress.exceptions import ConfigError
 from egress.formats import Format
 from egress.formats.compression import Compression
 
-MANIFEST = "manifest.json"
-SUCCESS = "_SUCCESS"
-STATE_DIR = ".egress"
 #: Where the pieces of a stitched split table wait for the export's finalize.
 STITCH_DIR = f"{STATE_DIR}/ranges"
 #: Top-level names egress writes itself; compared case-insensitively, as some file
