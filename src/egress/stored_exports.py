@@ -17,7 +17,7 @@ from pathlib import Path
 from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint
 from egress.domain.filenames import MANIFEST, SUCCESS
-from egress.domain.jobs import ExportRecord, ExportState
+from egress.domain.jobs import ExportRecord, ExportState, TaskState
 from egress.exceptions import ConfigError, NotFoundError
 from egress.sinks import sink_from_destination
 from egress.sinks.base import Sink
@@ -91,11 +91,24 @@ def retry_export(store: JobStore, project: str, export_id: str,
 
 
 def delete_export(store: JobStore, settings: Settings, project: str, export_id: str) -> None:
+    """Remove an ended export's files, then its record (its tasks and lease log go with
+    it). A task still stopping after a cancel (a worker finishing its part in hand, a
+    remote engine's query being stopped) could write again after the files were
+    removed: the export is then left whole, and the caller told to try again."""
     export = get_export(store, project, export_id)
     if not export.state.terminal:
         raise ConfigError(f"cancel export {export_id} before deleting it (it is {export.state})")
+    stopping = f"export {export_id} still has a task stopping after it ended; delete it " \
+               "again in a few seconds"
+    if any(t.state in (TaskState.RUNNING, TaskState.SUBMITTED)
+           for t in store.task_list(export_id)):
+        raise ConfigError(stopping)
     remove_outputs(store, settings, export)
-    store.export_delete(project, export_id)
+    if not store.export_delete(project, export_id):
+        # gone meanwhile (another delete), or a task claimed between the two reads
+        if store.export_get(project, export_id) is None:
+            raise NotFoundError(f"no export {export_id!r} in project {project!r}")
+        raise ConfigError(stopping)
 
 
 def export_root(settings: Settings, export: ExportRecord) -> Path:

@@ -1,5 +1,6 @@
-"""``egress jobs create|show|ls`` speak as ``egress export`` and the API do: sizes with
-units, the formats in --help, RFC 3339 times in --json."""
+"""``egress jobs create|show|ls|rm`` speak as ``egress export`` and the API do: sizes
+with units, the formats in --help, RFC 3339 times in --json; an ended export deleted with
+its files."""
 
 from __future__ import annotations
 
@@ -72,6 +73,55 @@ def test_jobs_create_takes_sizes_lists_formats_and_shows_rfc3339(tmp_path: Path)
     bad = runner.invoke(main, ["jobs", "create", "--source", f"sqlite:///{db}", "--table",
                                "events", "--max-file-size", "lots"], env=env)
     assert bad.exit_code == 2 and "lots" in bad.stderr
+
+
+def test_jobs_rm_deletes_an_ended_export_and_waits_for_a_stopping_task(tmp_path: Path) -> None:
+    from egress.config import load_settings
+    from egress.store.sql import SqlJobStore
+
+    db = build_demo_db(tmp_path / "demo.db", rows=500)
+    home = tmp_path / "home"
+    env = {"EGRESS_HOME": str(home), "EGRESS_WORKER_NICE": "0"}
+    runner = CliRunner()
+
+    def create() -> str:
+        made = runner.invoke(main, ["jobs", "create", "--source", f"sqlite:///{db}",
+                                    "--table", "users", "--format", "csv"], env=env)
+        assert made.exit_code == 0, made.output
+        return made.stdout.strip()
+
+    done = create()
+    assert runner.invoke(main, ["worker", "--exit-when-idle"], env=env).exit_code == 0
+    files = home / "exports" / "default" / done
+    assert (files / "_SUCCESS").exists()
+
+    # a queued export is cancelled first; nothing of it is touched
+    queued = create()
+    refused = runner.invoke(main, ["jobs", "rm", queued], env=env)
+    assert refused.exit_code != 0 and f"cancel export {queued}" in refused.stderr
+    # a task still stopping after the cancel (its worker finishing the part in hand) could
+    # write after the files went: the export is left whole, and the answer says to wait
+    store = SqlJobStore(load_settings(str(home)).store_url)
+    try:
+        [claimed] = store.task_claim("w1", lease_seconds=60, project_cap=10)
+        assert claimed.export_id == queued
+        assert runner.invoke(main, ["jobs", "cancel", queued], env=env).exit_code == 0
+        stopping = runner.invoke(main, ["jobs", "rm", queued], env=env)
+        assert stopping.exit_code != 0 and "still has a task stopping" in stopping.stderr
+        assert runner.invoke(main, ["jobs", "show", queued], env=env).exit_code == 0
+        assert claimed.lease_token is not None
+        assert store.task_requeue(claimed.id, claimed.lease_token)  # the worker lets go
+    finally:
+        store.close()
+    for export_id in (queued, done):
+        removed = runner.invoke(main, ["jobs", "rm", export_id], env=env)
+        assert removed.exit_code == 0, removed.output
+        assert removed.stdout == f"{export_id}  deleted\n"
+        gone = runner.invoke(main, ["jobs", "show", export_id], env=env)
+        assert gone.exit_code != 0 and f"no export {export_id!r}" in gone.stderr
+    assert not files.exists() and (home / "exports" / "default").exists()
+    again = runner.invoke(main, ["jobs", "rm", done], env=env)
+    assert again.exit_code != 0 and f"no export {done!r}" in again.stderr
 
 
 def _nice_of_threads(pid: int) -> list[int]:

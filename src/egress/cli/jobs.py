@@ -157,7 +157,7 @@ def _redacted(url: str) -> str:
 
 @click.group()
 def jobs() -> None:
-    """Create, list, show, cancel and retry exports in the job store."""
+    """Create, list, show, cancel, retry and delete exports in the job store."""
 
 
 @jobs.command("create")
@@ -371,3 +371,22 @@ for _action, _help in (
     jobs.command(_action, help=_help)(
         home_option(project_option(click.argument("export_id")(json_option(_one(_action)))))
     )
+
+
+@jobs.command("rm")
+@home_option
+@project_option
+@click.argument("export_id")
+def jobs_rm(home: str | None, project: str, export_id: str) -> None:
+    """Delete an ended export and its files (cancel a running one first)."""
+    settings = _settings(home)
+
+    def go() -> None:
+        store = open_store(settings)
+        try:
+            stored_exports.delete_export(store, settings, project, export_id)
+        finally:
+            store.close()
+
+    _run(go)
+    click.echo(f"{export_id}  deleted")

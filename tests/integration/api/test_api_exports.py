@@ -134,6 +134,21 @@ def test_cancel_retry_delete_rules(api: Api, store: SqlJobStore):
     assert actions == ["export.delete", "export.cancel", "export.cancel", "export.create"]
 
 
+def test_delete_waits_for_a_table_still_stopping_after_the_cancel(api: Api, store: SqlJobStore):
+    export_id = api.create()["id"]
+    claimed = [t for t in store.task_claim("w1", lease_seconds=60, project_cap=10, limit=5)
+               if t.export_id == export_id]
+    assert claimed and claimed[0].lease_token is not None
+    assert api.post(f"/v1/exports/{export_id}/cancel").json()["status"] == "cancelled"
+    assert_problem(api.delete(f"/v1/exports/{export_id}"), 422, "still has a task stopping")
+    assert api.get(f"/v1/exports/{export_id}").status_code == 200
+    for task in claimed:  # its worker lets go
+        assert task.lease_token is not None
+        assert store.task_requeue(task.id, task.lease_token)
+    assert api.delete(f"/v1/exports/{export_id}").status_code == 204
+    assert_problem(api.get(f"/v1/exports/{export_id}"), 404, export_id)
+
+
 def test_parquet_is_zstd_by_default_with_the_row_group_size_asked_for(api_worker: Api):
     import pyarrow.parquet as pq
 
