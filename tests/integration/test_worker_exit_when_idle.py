@@ -62,3 +62,22 @@ def test_an_idle_worker_waits_for_the_others_and_reconciles_on_schedule_only(
         assert not thread.is_alive() and exits == [0]
     finally:
         store.close()
+
+
+def test_with_nothing_queued_it_exits_without_waiting_a_poll(tmp_path: Path) -> None:
+    # a batch job or a scaled-to-zero deployment started on an empty queue: it checks at
+    # once (it used to wait one poll_seconds first, 0.5 s by default)
+    poll = 5.0
+    store_url = f"sqlite:///{tmp_path / 'home' / 'egress.db'}"
+    write_home(tmp_path / "home", store_url=store_url, sources={},
+               worker={"poll_seconds": poll})
+    settings = load_settings(tmp_path / "home", env={})
+    store = SqlJobStore(store_url)
+    try:
+        store.migrate()
+        worker = Worker(store, settings)
+        started = time.monotonic()
+        assert worker.run(exit_when_idle=True) == 0
+        assert time.monotonic() - started < poll / 2
+    finally:
+        store.close()

@@ -177,12 +177,16 @@ class Worker:
         # Said once its threads run (start() returns when a thread is up): whoever waits
         # for this line finds the whole worker, not its first thread alone.
         log.info("worker started", extra={"worker": self.name, "concurrency": self.concurrency})
+        poll = self.settings.worker.poll_seconds
         try:
-            self.health.beat("main", allowance=self.settings.worker.poll_seconds)
-            while not self.stopping.wait(self.settings.worker.poll_seconds):
-                self.health.beat("main", allowance=self.settings.worker.poll_seconds)
-                if exit_when_idle and self._idle():
-                    self.stopping.set()
+            self.health.beat("main", allowance=poll)
+            # checked before the first wait too: on an empty queue a batch worker exits at
+            # once (queued exports count as active: it never leaves work unclaimed)
+            while not (exit_when_idle and self._idle()):
+                if self.stopping.wait(poll):
+                    break
+                self.health.beat("main", allowance=poll)
+            self.stopping.set()
         except KeyboardInterrupt:
             self.stopping.set()
         self.health.done("main")
