@@ -124,6 +124,63 @@ def test_jobs_rm_deletes_an_ended_export_and_waits_for_a_stopping_task(tmp_path:
     assert again.exit_code != 0 and f"no export {done!r}" in again.stderr
 
 
+def test_jobs_wait_follows_an_export_until_it_ends_and_says_how_in_its_exit_code(
+    tmp_path: Path,
+) -> None:
+    from jobsharness import make_events_db, start_worker, stop, write_home
+
+    source = make_events_db(tmp_path / "src.db", {"events": 6000, "small": 10})
+    home = tmp_path / "home"
+    # paced: the export lasts ~1.5 s, so the wait sees it move
+    write_home(home, store_url=f"sqlite:///{home / 'egress.db'}", sources={"main": source},
+               worker={"poll_seconds": 0.05},
+               source_limits={"main": {"max_rows_per_second": 4000}})
+    env = {"EGRESS_HOME": str(home)}
+    runner = CliRunner()
+
+    def create(*tables: str) -> str:
+        argv = ["jobs", "create", "--source", "main", "--part-rows", "500"]
+        made = runner.invoke(main, [*argv, *(a for t in tables for a in ("--table", t))],
+                             env=env)
+        assert made.exit_code == 0, made.output
+        return made.stdout.strip()
+
+    # nothing runs it yet: the wait gives up after --timeout, and the export goes on
+    first = create("events", "small")
+    waited = runner.invoke(main, ["jobs", "wait", first, "--timeout", "0.3"], env=env)
+    assert waited.exit_code == 124, waited.output
+    assert f"export {first} is still queued after 0.3 s" in waited.stderr
+    assert json.loads(runner.invoke(main, ["jobs", "show", first, "--json"],
+                                    env=env).stdout)["status"] == "queued"
+
+    worker = start_worker(home, tmp_path / "worker.log")
+    try:
+        waited = runner.invoke(main, ["jobs", "wait", first, "--interval", "0.1",
+                                      "--progress", "lines"], env=env)
+    finally:
+        stop(worker)
+    assert waited.exit_code == 0, (waited.output, (tmp_path / "worker.log").read_text())
+    assert waited.stdout.startswith(f"{first}  completed  6,010 rows  2 files")
+    lines = waited.stderr.splitlines()
+    assert "events: started (~6,000 rows)" in lines
+    assert any(line.startswith("events: done, 6,000 rows") for line in lines), lines
+    assert any(line.startswith("small: done, 10 rows") for line in lines), lines
+    # an export that has ended is answered at once, with its files in --json
+    ended = runner.invoke(main, ["jobs", "wait", first, "--json", "--progress", "none"],
+                          env=env)
+    assert ended.exit_code == 0 and ended.stderr == ""
+    assert [f["name"] for f in json.loads(ended.stdout)["files"]] == [
+        "events.csv", "small.csv"]
+
+    cancelled = create("small")
+    assert runner.invoke(main, ["jobs", "cancel", cancelled], env=env).exit_code == 0
+    waited = runner.invoke(main, ["jobs", "wait", cancelled], env=env)
+    assert waited.exit_code == 1
+    assert f"egress: error: export {cancelled} cancelled" in waited.stderr
+    missing = runner.invoke(main, ["jobs", "wait", "exp_nothing"], env=env)
+    assert missing.exit_code == 1 and "no export 'exp_nothing'" in missing.stderr
+
+
 def _nice_of_threads(pid: int) -> list[int]:
     values = []
     for task in Path(f"/proc/{pid}/task").iterdir():

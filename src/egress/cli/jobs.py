@@ -390,3 +390,69 @@ def jobs_rm(home: str | None, project: str, export_id: str) -> None:
 
     _run(go)
     click.echo(f"{export_id}  deleted")
+
+
+@jobs.command("wait")
+@home_option
+@project_option
+@click.argument("export_id")
+@click.option("--timeout", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Stop waiting after this long, with exit code 124 (the export goes on).")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+              metavar="SECONDS", help="Seconds between two looks at the job store.")
+@click.option("--progress", type=click.Choice(["auto", "bar", "lines", "none"]),
+              default="auto", show_default=True,
+              help="bar: Rich bars; lines: a plain line per table every 10 s (logs, CI); "
+                   "auto: bars on a terminal, lines otherwise.")
+@json_option
+def jobs_wait(home: str | None, project: str, export_id: str, timeout: float | None,
+              interval: float, progress: str, as_json: bool) -> None:
+    """Wait until an export ends, showing its progress: exit 0 if it completed, 1 if it
+    failed, was cancelled or expired, 124 after --timeout."""
+    from egress.cli.errors import EXIT_ERROR, EXIT_INTERRUPTED, one_line
+    from egress.cli.jobs_wait import EXIT_TIMEOUT, WaitTimeout, wait_for_export
+
+    settings = _settings(home)
+    if progress == "auto":
+        progress = "bar" if sys.stderr.isatty() else "lines"
+    display: Any = None
+    if progress == "bar":
+        from egress.cli.progress_bars import ExportProgress
+
+        display = ExportProgress()
+    elif progress == "lines":
+        from egress.cli.progress_lines import ProgressLines
+
+        display = ProgressLines()
+
+    def go() -> ExportView:
+        store = open_store(settings)
+        try:
+            if display is None:
+                return wait_for_export(store, settings, project, export_id, None,
+                                       interval=interval, timeout=timeout)
+            with display:
+                return wait_for_export(store, settings, project, export_id, display,
+                                       interval=interval, timeout=timeout)
+        finally:
+            store.close()
+
+    try:
+        view = _run(go)
+    except WaitTimeout as exc:
+        click.echo(f"egress: export {export_id} is still {exc.view.status} after {timeout:g} s; "
+                   f"it goes on (egress jobs wait {export_id})", err=True)
+        sys.exit(EXIT_TIMEOUT)
+    except KeyboardInterrupt:
+        click.echo(f"egress: stopped waiting; export {export_id} goes on "
+                   f"(egress jobs wait {export_id})", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    if as_json:
+        click.echo(json.dumps(view.to_json(), indent=2))
+    else:
+        click.echo(f"{view.id}  {view.status}  {view.rows:,} rows  {len(view.files)} files")
+    if view.status != "completed":
+        why = view.error or next((t.error for t in view.tables if t.error), None)
+        click.echo(f"egress: error: export {view.id} {view.status}"
+                   + (f": {one_line(why)}" if why else ""), err=True)
+        sys.exit(EXIT_ERROR)

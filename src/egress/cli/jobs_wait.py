@@ -1,0 +1,96 @@
+"""``egress jobs wait``: follow an export of the job store until it ends.
+
+Workers run the export; this only reads the store every ``interval`` seconds and shows
+what it finds with the one-shot export's displays (bars on a terminal, plain lines
+otherwise: egress.cli.progress_bars, progress_lines), table by table. A table split
+into key ranges is shown as one line with its ranges' rows added up. Scripts use the
+exit code: 0 once the export has completed, 1 if it failed, was cancelled or expired,
+124 if ``timeout`` passed first (the export goes on).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from egress.config import Settings
+from egress.domain.checkpoint import Checkpoint
+from egress.export_view import ExportView, TableView, export_view
+from egress.store.base import JobStore
+from egress.stored_exports import get_export
+
+if TYPE_CHECKING:
+    from egress.oneshot import Progress
+
+#: ``timeout(1)``'s code when its time ran out, for the same reason here.
+EXIT_TIMEOUT = 124
+
+
+class WaitTimeout(Exception):
+    """``timeout`` seconds passed before the export ended; ``view`` is the last look."""
+
+    def __init__(self, view: ExportView) -> None:
+        super().__init__(f"export {view.id} is still {view.status}")
+        self.view = view
+
+
+@dataclass
+class _Shown:
+    """What the display was last told about each table."""
+
+    started: set[str] = field(default_factory=set)
+    done: set[str] = field(default_factory=set)
+
+
+def _by_table(view: ExportView) -> dict[str, list[TableView]]:
+    tables: dict[str, list[TableView]] = {}
+    for t in view.tables:  # a split table's ranges are consecutive tasks of one name
+        tables.setdefault(t.table, []).append(t)
+    return tables
+
+
+def _show(display: Progress, view: ExportView, shown: _Shown) -> None:
+    for name, ranges in _by_table(view).items():
+        if name in shown.done:
+            continue
+        states = {t.status for t in ranges}
+        rows, size = sum(t.rows for t in ranges), sum(t.bytes for t in ranges)
+        if name not in shown.started:
+            if states <= {"queued"} and not rows:
+                continue  # not begun: no bar yet, as a one-shot export shows it
+            estimates = [t.rows_estimate for t in ranges]
+            estimate = None if None in estimates else sum(e or 0 for e in estimates)
+            display.table_started(name, estimate, Checkpoint(rows=rows, bytes=size))
+            shown.started.add(name)
+        checkpoint = Checkpoint(rows=rows, bytes=size)
+        if states == {"done"}:
+            display.table_done(name, checkpoint)
+            shown.done.add(name)
+        else:
+            display.advanced(name, checkpoint)
+
+
+def wait_for_export(
+    store: JobStore, settings: Settings, project: str, export_id: str,
+    display: Progress | None, *, interval: float, timeout: float | None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ExportView:
+    """Look at the export every ``interval`` seconds until it ends; its last view.
+    Raises ``WaitTimeout`` once ``timeout`` seconds passed without an end, and
+    ``NotFoundError`` for an export that is not in ``project`` (or was deleted)."""
+    deadline = None if timeout is None else clock() + timeout
+    shown = _Shown()
+    while True:
+        export = get_export(store, project, export_id)
+        view = export_view(store, export, settings)
+        if display is not None:
+            _show(display, view, shown)
+        if export.state.terminal:
+            return view
+        left = None if deadline is None else deadline - clock()
+        if left is not None and left <= 0:
+            raise WaitTimeout(view)
+        sleep(interval if left is None else min(interval, left))
