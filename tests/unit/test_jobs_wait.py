@@ -66,3 +66,22 @@ def test_a_table_seen_first_when_done_or_without_an_estimate() -> None:
         ("started", "a", None, 7, 70), ("done", "a", 7, 70),
         ("started", "b", None, 3, 30), ("advanced", "b", 3, 30),
     ]
+
+
+def test_a_bar_of_a_table_that_moved_no_row_here_shows_no_rate() -> None:
+    import io
+
+    from rich.console import Console
+
+    from egress.cli.progress_bars import ExportProgress
+
+    out = io.StringIO()
+    with ExportProgress(Console(file=out, width=140, force_terminal=False)) as bars:
+        bars.table_started("first", None, Checkpoint(rows=10, bytes=100))
+        bars.table_done("first", Checkpoint(rows=10, bytes=100))
+        bars.table_started("second", 50, Checkpoint(rows=0))
+        bars.table_done("second", Checkpoint(rows=50, bytes=500))
+    first = next(line for line in out.getvalue().splitlines() if line.startswith("first"))
+    assert "– rows/s" in first and "0 rows/s" not in first
+    second = next(line for line in out.getvalue().splitlines() if line.startswith("second"))
+    assert "– rows/s" not in second and " rows/s" in second

@@ -158,6 +158,9 @@ class ExportProgress:
         )
 
     def _rate(self, table: str, checkpoint: Checkpoint) -> float | None:
+        # None ("– rows/s") for a table that moved no row in this run (resumed when already
+        # written, or first seen done by ``egress jobs wait``), not "0 rows/s"
         started, rows = self._starts[table]
         seconds = time.monotonic() - started
-        return (checkpoint.rows - rows) / seconds if seconds > 0 else None
+        done = checkpoint.rows - rows
+        return done / seconds if seconds > 0 and done > 0 else None
