@@ -1,13 +1,17 @@
 """``egress jobs wait`` feeds what it reads from the store to the one-shot export's
 displays: a table's bar starts when the table has begun, a split table's ranges add up
-to one bar, and a table is done once every range of it is."""
+to one bar, and a table is done once every range of it is. A store that cannot be
+reached for a while does not end the wait; one that refuses does."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from egress.cli.jobs_wait import _show, _Shown
+import pytest
+
+from egress.cli.jobs_wait import WaitTimeout, _show, _Shown, wait_for_export
 from egress.domain.checkpoint import Checkpoint
+from egress.exceptions import StoreError
 from egress.export_view import ExportView, TableView
 
 
@@ -85,3 +89,80 @@ def test_a_bar_of_a_table_that_moved_no_row_here_shows_no_rate() -> None:
     assert "– rows/s" in first and "0 rows/s" not in first
     second = next(line for line in out.getvalue().splitlines() if line.startswith("second"))
     assert "– rows/s" not in second and " rows/s" in second
+
+
+class _Export:
+    def __init__(self, terminal: bool) -> None:
+        self.state = type("State", (), {"terminal": terminal})()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def _scripted(monkeypatch: pytest.MonkeyPatch, looks: list[Any]) -> None:
+    """get_export answers ``looks`` in turn: an exception is raised, True/False is an
+    export that has (not) ended."""
+    import egress.cli.jobs_wait as jobs_wait
+
+    def get_export(store: Any, project: str, export_id: str) -> _Export:
+        look = looks.pop(0)
+        if isinstance(look, BaseException):
+            raise look
+        return _Export(look)
+
+    monkeypatch.setattr(jobs_wait, "get_export", get_export)
+    monkeypatch.setattr(jobs_wait, "export_view",
+                        lambda store, export, settings: _view(_table("a", "running", 5)))
+
+
+class Notices(Recorder):
+    def notice(self, text: str) -> None:
+        self.calls.append(("notice", text))
+
+
+def test_a_store_away_for_a_while_does_not_end_the_wait(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    away = StoreError("job store unavailable: connection refused")
+    _scripted(monkeypatch, [False, away, away, False, True])
+    clock, display = _Clock(), Notices()
+    view = wait_for_export(None, None, "default", "exp_1", display,  # type: ignore[arg-type]
+                           interval=2.0, timeout=None, clock=clock, sleep=clock.sleep)
+    assert view.id == "exp_1" and clock.slept == [2.0] * 4
+    notices = [c[1] for c in display.calls if c[0] == "notice"]
+    assert notices == ["job store unavailable: connection refused; still waiting (every 2 s)",
+                       "the job store answers again"]
+
+
+def test_a_store_that_refuses_ends_the_wait_and_a_timeout_says_what_it_saw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    refused = StoreError("job store refused the operation: permission denied")
+    refused.transient = False
+    _scripted(monkeypatch, [False, refused])
+    clock = _Clock()
+    with pytest.raises(StoreError, match="refused"):
+        wait_for_export(None, None, "default", "exp_1", None,  # type: ignore[arg-type]
+                        interval=1.0, timeout=None, clock=clock, sleep=clock.sleep)
+
+    _scripted(monkeypatch, [False, False, False, False])
+    clock = _Clock()
+    with pytest.raises(WaitTimeout, match="exp_1 is still running") as seen:
+        wait_for_export(None, None, "default", "exp_1", None,  # type: ignore[arg-type]
+                        interval=1.0, timeout=2.5, clock=clock, sleep=clock.sleep)
+    assert clock.slept == [1.0, 1.0, 0.5] and seen.value.view is not None
+
+    _scripted(monkeypatch, [StoreError("job store unavailable: gone")] * 3)
+    clock = _Clock()
+    with pytest.raises(WaitTimeout, match="could not be read"):
+        wait_for_export(None, None, "default", "exp_1", None,  # type: ignore[arg-type]
+                        interval=1.0, timeout=1.5, clock=clock, sleep=clock.sleep)

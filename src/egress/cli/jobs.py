@@ -440,8 +440,8 @@ def jobs_wait(home: str | None, project: str, export_id: str, timeout: float | N
     try:
         view = _run(go)
     except WaitTimeout as exc:
-        click.echo(f"egress: export {export_id} is still {exc.view.status} after {timeout:g} s; "
-                   f"it goes on (egress jobs wait {export_id})", err=True)
+        click.echo(f"egress: {exc} after {timeout:g} s; it goes on "
+                   f"(egress jobs wait {export_id})", err=True)
         sys.exit(EXIT_TIMEOUT)
     except KeyboardInterrupt:
         click.echo(f"egress: stopped waiting; export {export_id} goes on "
