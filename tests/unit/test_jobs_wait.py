@@ -122,7 +122,9 @@ def _scripted(monkeypatch: pytest.MonkeyPatch, looks: list[Any]) -> None:
 
     monkeypatch.setattr(jobs_wait, "get_export", get_export)
     monkeypatch.setattr(jobs_wait, "export_view",
-                        lambda store, export, settings: _view(_table("a", "running", 5)))
+                        lambda store, export, settings: _view(_table("a", "done", 5)))
+    monkeypatch.setattr(jobs_wait, "export_views",
+                        lambda store, exports: [_view(_table("a", "running", 5))])
 
 
 class Notices(Recorder):

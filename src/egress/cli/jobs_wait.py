@@ -20,7 +20,7 @@ from typing import Protocol
 from egress.config import Settings
 from egress.domain.checkpoint import Checkpoint
 from egress.exceptions import StoreError
-from egress.export_view import ExportView, TableView, export_view
+from egress.export_view import ExportView, TableView, export_view, export_views
 from egress.store.base import JobStore
 from egress.stored_exports import get_export
 
@@ -102,7 +102,10 @@ def wait_for_export(
     while True:
         try:
             export = get_export(store, project, export_id)
-            view = export_view(store, export, settings)
+            # while it runs, its progress only (the light read of the listings); its
+            # files once it has ended
+            view = (export_view(store, export, settings) if export.state.terminal
+                    else export_views(store, [export])[0])
         except StoreError as exc:
             if not exc.transient:
                 raise
