@@ -392,7 +392,7 @@ def jobs_rm(home: str | None, project: str, export_id: str) -> None:
     click.echo(f"{export_id}  deleted")
 
 
-@jobs.command("wait")
+@jobs.command("wait", short_help="Wait until an export ends, with its progress.")
 @home_option
 @project_option
 @click.argument("export_id")
