@@ -105,7 +105,8 @@ def delete_export(store: JobStore, settings: Settings, project: str, export_id: 
         raise ConfigError(stopping)
     remove_outputs(store, settings, export)
     if not store.export_delete(project, export_id):
-        # gone meanwhile (another delete), or a task claimed between the two reads
+        # gone meanwhile (another delete); else the store saw a task of it still
+        # running, which the read above had not
         if store.export_get(project, export_id) is None:
             raise NotFoundError(f"no export {export_id!r} in project {project!r}")
         raise ConfigError(stopping)

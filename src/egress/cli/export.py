@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from egress.cli.displays import PROGRESS_MODES, make_display
 from egress.cli.errors import EXIT_OK, exit_code_for_signal
 from egress.cli.params import SIZE, Size, parse_delimiter
 from egress.cli.signals import GracefulStop, run_in_thread, write_stderr
@@ -215,23 +216,9 @@ def run_export(
     return EXIT_OK
 
 
-PROGRESS_MODES = ("auto", "bar", "lines", "none")
-
-
 def make_progress(args: ExportArgs) -> Any:
     """Bars on a terminal, plain lines on a pipe or file (cron, CI), or nothing."""
-    mode = "none" if args.quiet else args.progress
-    if mode == "auto":
-        mode = "bar" if sys.stderr.isatty() else "lines"
-    if mode == "bar":
-        from egress.cli.progress_bars import ExportProgress
-
-        return ExportProgress()
-    if mode == "lines":
-        from egress.cli.progress_lines import ProgressLines
-
-        return ProgressLines(interval=args.progress_interval)
-    return None
+    return make_display("none" if args.quiet else args.progress, args.progress_interval)
 
 
 def _export(

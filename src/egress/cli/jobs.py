@@ -6,6 +6,7 @@ They work on the home directory's settings (``--home`` / ``EGRESS_HOME``): the s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from typing import Any, cast
 import click
 
 from egress import stored_exports
+from egress.cli.displays import PROGRESS_MODES, make_display
 from egress.cli.params import SIZE, Size
 from egress.config import Settings, load_settings
 from egress.domain.jobs import ExportState
@@ -400,7 +402,7 @@ def jobs_rm(home: str | None, project: str, export_id: str) -> None:
               help="Stop waiting after this long, with exit code 124 (the export goes on).")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
               metavar="SECONDS", help="Seconds between two looks at the job store.")
-@click.option("--progress", type=click.Choice(["auto", "bar", "lines", "none"]),
+@click.option("--progress", type=click.Choice(PROGRESS_MODES),
               default="auto", show_default=True,
               help="bar: Rich bars; lines: a plain line per table every 10 s (logs, CI); "
                    "auto: bars on a terminal, lines otherwise.")
@@ -413,25 +415,12 @@ def jobs_wait(home: str | None, project: str, export_id: str, timeout: float | N
     from egress.cli.jobs_wait import EXIT_TIMEOUT, WaitTimeout, wait_for_export
 
     settings = _settings(home)
-    if progress == "auto":
-        progress = "bar" if sys.stderr.isatty() else "lines"
-    display: Any = None
-    if progress == "bar":
-        from egress.cli.progress_bars import ExportProgress
-
-        display = ExportProgress()
-    elif progress == "lines":
-        from egress.cli.progress_lines import ProgressLines
-
-        display = ProgressLines()
+    display = make_display(progress)
 
     def go() -> ExportView:
         store = open_store(settings)
         try:
-            if display is None:
-                return wait_for_export(store, settings, project, export_id, None,
-                                       interval=interval, timeout=timeout)
-            with display:
+            with display if display is not None else contextlib.nullcontext():
                 return wait_for_export(store, settings, project, export_id, display,
                                        interval=interval, timeout=timeout)
         finally:
